@@ -1,0 +1,96 @@
+"""`python -m grader` / `course-grader`: list, check, doctor, release, verify.
+
+The options of `check` are defined once in OPTIONS and shared with the pytest
+plugin (`pytest --grader day02.silu_and_mul ...`), so both accept the same flags.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+# name, help, argparse kwargs: shared by the CLI's `check` and the pytest plugin (prefixed --grader-).
+OPTIONS = [
+    ("source", "grade this .cu file instead of the learner's kernels/dayNN/NAME.cu", dict(default=None)),
+    ("solutions", "grade the reference solution (solutions/dayNN/NAME.cu)", dict(action="store_true")),
+    ("seeds", "number of random seeds per correctness case", dict(type=int, default=3)),
+    ("secret-seed", "one more seed whose value is not shown (also GRADER_SECRET_SEED)", dict(type=int, default=None)),
+    ("no-perf", "skip the performance measurement", dict(action="store_true")),
+    ("timeout", "seconds before a hanging kernel is stopped", dict(type=float, default=None)),
+]
+
+
+def check_kwargs(get) -> dict:
+    """Turn option values (looked up by their dashed name) into grader.check arguments."""
+    return dict(source=get("source"), solutions=True if get("solutions") else None, seeds=get("seeds"),
+                secret_seed=get("secret-seed"), perf=not get("no-perf"), timeout=get("timeout"))
+
+
+def cmd_list(args) -> int:
+    from . import exercises, toolchain
+
+    for ex in exercises.all_exercises().values():
+        rel = lambda p: p.relative_to(toolchain.ROOT)  # noqa: E731
+        print(f"{ex.id:<22} {ex.title}")
+        print(f"    {ex.summary}")
+        print(f"    your file  {rel(ex.stub_path)}\n    solution   {rel(ex.solution_path)}")
+        print(f"    spec       {rel(ex.spec_path)}\n    notebook   {ex.notebook}  (cell 'Exercise: {ex.name}')")
+        print(f"    target     >= {ex.target_copy_ratio:.2f}x copy bandwidth; required SASS: "
+              f"{', '.join(ex.required_sass) or 'none'}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .check import check
+
+    code = 0
+    for ex_id in args.exercise:
+        result = check(ex_id, **check_kwargs(lambda k: getattr(args, k.replace("-", "_"))))
+        print(json.dumps(result.as_dict(), indent=1) if args.json else result)
+        code |= 0 if result.ok else 1
+    return code
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import doctor
+
+    return doctor()
+
+
+def cmd_release(args) -> int:
+    from .release import release
+
+    return release(check=args.check, force=args.force)
+
+
+def cmd_verify(args) -> int:
+    from .verify import verify
+
+    return verify(args.out, notebooks=not args.no_notebooks)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader", description="Build, check and time the course's CUDA kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="every exercise, with its file, solution, spec and notebook").set_defaults(fn=cmd_list)
+    p = sub.add_parser("check", help="grade exercises (correctness, SASS, speed)")
+    p.add_argument("exercise", nargs="+", help="e.g. day02.silu_and_mul")
+    for name, help_, kw in OPTIONS:
+        p.add_argument(f"--{name}", help=help_, **kw)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(fn=cmd_check)
+    sub.add_parser("doctor", help="what this machine has and which mode the course runs in").set_defaults(fn=cmd_doctor)
+    p = sub.add_parser("release", help="generate the exercise stubs in kernels/ from solutions/")
+    p.add_argument("--check", action="store_true", help="fail if a stub differs from its solution's")
+    p.add_argument("--force", action="store_true", help="overwrite stubs with edits (keeps a .bak)")
+    p.set_defaults(fn=cmd_release)
+    p = sub.add_parser("verify", help="the GPU verification run: notebooks, every solution and stub, a report")
+    p.add_argument("--out", default="reports", help="folder for report.md and report.json")
+    p.add_argument("--no-notebooks", action="store_true")
+    p.set_defaults(fn=cmd_verify)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""`python -m grader doctor`: what this machine has, and which mode the course will run in."""
+from __future__ import annotations
+
+import shutil
+
+from . import toolchain
+
+
+def doctor(echo=print) -> int:
+    problems = []
+
+    def row(what, value, ok=True, fix=""):
+        echo(f"{'ok ' if ok else 'NO '} {what:<22} {value}")
+        if not ok:
+            problems.append(f"{what}: {fix}")
+
+    echo(f"    {'python':<22} {toolchain.python_info()}")
+    try:
+        import torch
+    except ImportError:
+        row("torch", "not installed", False, "pip install -e . (see README)")
+        return 1
+    row("torch", f"{torch.__version__}, built for CUDA {torch.version.cuda}", torch.version.cuda is not None,
+        "this torch is a CPU-only build: install a CUDA build from PyPI (pip install torch, not torch+cpu)")
+    nvcc = toolchain.nvcc_version()
+    row("nvcc", f"{nvcc} at {toolchain.nvcc_path()}" if nvcc else "not found", nvcc is not None,
+        "install the CUDA toolkit (nvcc) or set CUDA_HOME")
+    if nvcc and torch.version.cuda:
+        same_major = nvcc.split(".")[0] == torch.version.cuda.split(".")[0]
+        row("nvcc vs torch CUDA", f"{nvcc} vs {torch.version.cuda}", same_major,
+            "torch refuses to build extensions when the CUDA major versions differ")
+    row("CUDA_HOME", str(toolchain.cuda_home()), toolchain.cuda_home() is not None, "set CUDA_HOME")
+    row("ninja", shutil.which("ninja") or "not found", shutil.which("ninja") is not None, "pip install ninja")
+    cuobjdump = toolchain.binary_tool("cuobjdump")
+    row("cuobjdump", cuobjdump or "not found", cuobjdump is not None, "pip install nvidia-cuda-cuobjdump")
+    nvdisasm = toolchain.binary_tool("nvdisasm")
+    row("nvdisasm", nvdisasm or "not found", nvdisasm is not None, "pip install nvidia-cuda-nvdisasm")
+    feats = toolchain.load_inline_features()
+    echo(f"    {'load_inline':<22} no_implicit_headers={feats['no_implicit_headers']}, use_pch={feats['use_pch']}")
+    if toolchain.has_gpu():
+        p = torch.cuda.get_device_properties(0)
+        echo(f"    {'GPU':<22} {p.name}, compute capability {p.major}.{p.minor}, {p.multi_processor_count} SMs, "
+             f"{p.L2_cache_size / 2**20:.0f} MB L2, {p.total_memory / 2**30:.0f} GiB")
+        try:
+            import subprocess
+
+            drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True).stdout.strip()
+            echo(f"    {'driver':<22} {drv or 'unknown'}")
+        except OSError:
+            pass
+    else:
+        echo(f"    {'GPU':<22} none")
+    echo(f"    {'build cache':<22} {toolchain.cache_dir()}")
+    echo(f"    {'mode':<22} {toolchain.mode()}" + ("" if toolchain.has_gpu() else
+         " (kernels are compiled for sm_90 and their SASS checked; running them is skipped)"))
+    for p in problems:
+        echo("fix: " + p)
+    return 1 if problems else 0

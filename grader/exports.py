@@ -1,0 +1,195 @@
+"""Read a kernel file's entry points and write the torch binding for them.
+
+A course `.cu` file never includes torch: it marks each host function that Python
+may call with `COURSE_EXPORT` (FlashInfer's layering: kernel and launcher in
+framework-free CUDA, binding elsewhere). This module parses those prototypes
+once and generates the pybind11 binding that load_inline compiles with g++.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# pointee type -> (torch dtype in C++, torch dtype name in Python)
+POINTER_DTYPES = {
+    "float": ("at::kFloat", "float32"),
+    "double": ("at::kDouble", "float64"),
+    "__half": ("at::kHalf", "float16"),
+    "half": ("at::kHalf", "float16"),
+    "__nv_bfloat16": ("at::kBFloat16", "bfloat16"),
+    "int8_t": ("at::kChar", "int8"),
+    "uint8_t": ("at::kByte", "uint8"),
+    "int16_t": ("at::kShort", "int16"),
+    "int": ("at::kInt", "int32"),
+    "int32_t": ("at::kInt", "int32"),
+    "uint32_t": ("at::kUInt32", "uint32"),
+    "int64_t": ("at::kLong", "int64"),
+    "bool": ("at::kBool", "bool"),
+    "void": (None, "any"),
+}
+# scalar parameter type -> type of the binding's argument
+SCALARS = {
+    "int": "int64_t", "int32_t": "int64_t", "int64_t": "int64_t", "uint32_t": "int64_t",
+    "unsigned": "int64_t", "size_t": "int64_t", "long": "int64_t",
+    "float": "double", "double": "double", "bool": "bool",
+}
+RETURNS = {"cudaError_t", "void", "int", "int64_t", "float", "double", "bool"}
+
+_EXPORT_RE = re.compile(r"\bCOURSE_EXPORT\s+([A-Za-z_][\w:]*)\s+([A-Za-z_]\w*)\s*\(([^)]*)\)", re.S)
+
+
+class ExportError(ValueError):
+    """An entry point the course's binding cannot call; the message says why."""
+
+
+@dataclass(frozen=True)
+class Param:
+    ctype: str  # as written, normalised spaces: "const __half*"
+    name: str
+    kind: str  # "pointer", "scalar" or "stream"
+    base: str  # pointee or scalar type without const: "__half"
+
+    def signature(self) -> str:
+        return f"{self.ctype} {self.name}"
+
+
+@dataclass(frozen=True)
+class Export:
+    name: str
+    returns: str
+    params: tuple[Param, ...]
+    line: int
+
+    def prototype(self) -> str:
+        return f"{self.returns} {self.name}({', '.join(p.signature() for p in self.params)})"
+
+    def python_signature(self) -> str:
+        """What a learner calls from Python: tensors for pointers, no stream."""
+        py = {"int64_t": "int", "double": "float", "bool": "bool"}
+        args = [f"{p.name}: Tensor[{POINTER_DTYPES[p.base][1]}]" if p.kind == "pointer"
+                else f"{p.name}: {py[SCALARS[p.base]]}" for p in self.params if p.kind != "stream"]
+        return f"{self.name}({', '.join(args)})"
+
+
+def _strip_comments(text: str) -> str:
+    """Remove // and /* */ comments, keeping line breaks so line numbers hold."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _parse_param(raw: str, where: str) -> Param:
+    raw = " ".join(raw.replace("*", " * ").split())
+    m = re.fullmatch(r"(.+?)\s*([A-Za-z_]\w*)", raw)
+    if not m:
+        raise ExportError(f"{where}: cannot read the parameter '{raw}'; give every parameter a name")
+    ctype, name = m.group(1).replace(" *", "*").strip(), m.group(2)
+    words = [w for w in ctype.replace("*", " ").split() if w not in ("const", "__restrict__", "restrict")]
+    base = " ".join(words)
+    if ctype.count("*") == 1:
+        if base not in POINTER_DTYPES:
+            raise ExportError(f"{where}: parameter '{name}' points to '{base}', which has no torch dtype")
+        return Param(ctype, name, "pointer", base)
+    if ctype.count("*") > 1:
+        raise ExportError(f"{where}: parameter '{name}' is a pointer to a pointer; pass tensors instead")
+    if base == "cudaStream_t":
+        return Param(ctype, name, "stream", base)
+    if base not in SCALARS:
+        raise ExportError(f"{where}: parameter '{name}' has type '{base}'; use a pointer, "
+                          f"one of {sorted(SCALARS)} or cudaStream_t")
+    return Param(ctype, name, "scalar", base)
+
+
+def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
+    """Every `COURSE_EXPORT` prototype in `text`, in order."""
+    clean = _strip_comments(text)
+    exports = []
+    for m in _EXPORT_RE.finditer(clean):
+        line = clean.count("\n", 0, m.start()) + 1
+        where = f"{filename}:{line}"
+        returns, name, params = m.group(1), m.group(2), m.group(3).strip()
+        if returns not in RETURNS:
+            raise ExportError(f"{where}: {name} returns '{returns}'; entry points return one of {sorted(RETURNS)}")
+        plist = [] if params in ("", "void") else [_parse_param(p, where) for p in params.split(",")]
+        if sum(p.kind == "stream" for p in plist) > 1:
+            raise ExportError(f"{where}: {name} takes more than one cudaStream_t")
+        exports.append(Export(name, returns, tuple(plist), line))
+    names = [e.name for e in exports]
+    for n in set(names):
+        if names.count(n) > 1:
+            raise ExportError(f"{filename}: the entry point '{n}' is exported twice")
+    return exports
+
+
+def global_kernel_names(text: str) -> list[str]:
+    """Names of the `__global__` functions a source defines."""
+    clean = _strip_comments(text)
+    return re.findall(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(", clean)
+
+
+def _binding_function(e: Export) -> str:
+    args, checks, call = [], [], []
+    first_tensor = None
+    for p in e.params:
+        if p.kind == "pointer":
+            args.append(f"const at::Tensor& {p.name}")
+            dtype = POINTER_DTYPES[p.base][0]
+            checks.append(f'  course_check_tensor({p.name}, "{p.name}", {dtype or "std::nullopt"}, "{e.name}");')
+            call.append(f"static_cast<{p.ctype}>({p.name}.data_ptr())")
+            first_tensor = first_tensor or p.name
+        elif p.kind == "scalar":
+            args.append(f"{SCALARS[p.base]} {p.name}")
+            call.append(f"static_cast<{p.base}>({p.name})")
+        else:
+            call.append("stream")
+    body = checks
+    if first_tensor:
+        body.append(f"  const c10::cuda::CUDAGuard guard({first_tensor}.device());")
+    body.append("  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();")
+    body.append("  (void)stream;")
+    invoke = f"::{e.name}({', '.join(call)})"
+    if e.returns == "cudaError_t":
+        body.append(f"  const cudaError_t err = {invoke};")
+        body.append(f'  TORCH_CHECK(err == cudaSuccess, "{e.name} returned ", cudaGetErrorName(err), ": ", cudaGetErrorString(err));')
+        ret = "void"
+    elif e.returns == "void":
+        body.append(f"  {invoke};")
+        ret = "void"
+    else:
+        body.append(f"  return {invoke};")
+        ret = e.returns
+    return f"static {ret} py_{e.name}({', '.join(args)}) {{\n" + "\n".join(body) + "\n}\n"
+
+
+BINDING_HEADER = r"""#include <torch/extension.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// Generated by the course grader from the COURSE_EXPORT prototypes of the .cu files.
+static void course_check_tensor(const at::Tensor& t, const char* name,
+                                std::optional<at::ScalarType> dtype, const char* fn) {
+  TORCH_CHECK(t.is_cuda(), fn, ": '", name, "' must be a CUDA tensor, got one on ", t.device());
+  TORCH_CHECK(t.is_contiguous(), fn, ": '", name, "' must be contiguous (call .contiguous())");
+  if (dtype) {
+    TORCH_CHECK(t.scalar_type() == *dtype, fn, ": '", name, "' must be ", c10::toString(*dtype),
+                ", got ", t.scalar_type());
+  }
+}
+"""
+
+
+def generate_binding(exports: list[Export]) -> str:
+    """C++ source of a pybind11 module exposing `exports` to Python."""
+    lines = [BINDING_HEADER, "// Entry points defined in the .cu files."]
+    lines += [f"{e.prototype()};" for e in exports]
+    lines.append("")
+    lines += [_binding_function(e) for e in exports]
+    lines.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+    for e in exports:
+        doc = e.python_signature().replace('"', "'")
+        names = "".join(f', pybind11::arg("{p.name}")' for p in e.params if p.kind != "stream")
+        lines.append(f'  m.def("{e.name}", &py_{e.name}, "{doc}"{names});')
+    lines.append("}")
+    return "\n".join(lines) + "\n"

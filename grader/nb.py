@@ -1,0 +1,81 @@
+"""Small helpers the notebooks share: the setup banner, GPU-or-skip, device printf capture,
+and bandwidth measurement of in-notebook kernels with the grader's timing protocol."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+
+from . import toolchain
+
+
+def setup() -> str:
+    """Print what this session can do; return the mode ('gpu' or 'compile-only')."""
+    import torch
+
+    mode = toolchain.mode()
+    feats = toolchain.load_inline_features()
+    print(f"course root   {toolchain.ROOT}")
+    print(f"torch         {torch.__version__} (CUDA {torch.version.cuda}), nvcc {toolchain.nvcc_version()}")
+    if mode == "gpu":
+        p = torch.cuda.get_device_properties(0)
+        print(f"GPU           {p.name}, sm_{p.major}{p.minor}, {p.multi_processor_count} SMs")
+    else:
+        print("GPU           none: kernels are compiled for sm_90 and inspected; running them is skipped")
+    print(f"build cache   {toolchain.cache_dir()}")
+    print(f"load_inline   no_implicit_headers={feats['no_implicit_headers']}, use_pch={feats['use_pch']}")
+    print(f"mode          {mode}")
+    return mode
+
+
+def gpu(what: str) -> bool:
+    """True if a GPU is here; otherwise say plainly that `what` is skipped and why."""
+    if toolchain.has_gpu():
+        return True
+    print(f"Skipped: {what} needs a CUDA GPU, and this machine has none (compile-only mode).")
+    return False
+
+
+@contextlib.contextmanager
+def device_output():
+    """Capture what kernels print with printf (it goes to the process's file
+    descriptor 1, not to Python) and show it in the notebook, in order."""
+    import torch
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 1)
+        try:
+            yield
+            if toolchain.has_gpu():
+                torch.cuda.synchronize()  # device printf is flushed at synchronisation
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", errors="replace")
+    if text:
+        print(text, end="" if text.endswith("\n") else "\n")
+
+
+def measure_bandwidth(fns: dict, nbytes: dict | int, include_copy: bool = True) -> dict[str, dict]:
+    """Time callables interleaved (cold L2, CUDA events, median) and return, for each,
+    GB/s and the fraction of a device-to-device copy of the same size timed alongside."""
+    from .bench import bench_interleaved, copy_baseline
+
+    sizes = nbytes if isinstance(nbytes, dict) else {k: nbytes for k in fns}
+    fns = dict(fns)
+    copy_bytes = None
+    if include_copy:
+        fn, copy_bytes = copy_baseline(max(sizes.values()))
+        fns["copy"] = fn
+        sizes["copy"] = copy_bytes
+    timings = bench_interleaved(fns, max_reps=100, time_cap_s=1.0)
+    copy_gbps = timings["copy"].gbps(copy_bytes) if include_copy else None
+    out = {}
+    for k, t in timings.items():
+        g = t.gbps(sizes[k])
+        out[k] = {"gbps": g, "us": t.median_ms * 1e3, "copy_ratio": g / copy_gbps if copy_gbps else None}
+    return out

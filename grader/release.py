@@ -1,0 +1,116 @@
+"""Exercise stubs are generated from the solutions, so the two cannot drift (nbgrader style).
+
+In `solutions/dayNN/NAME.cu`, the code between `// BEGIN SOLUTION` and
+`// END SOLUTION` is removed from the stub; lines in that block written as
+`// STUB: text` become `text` in the stub (a TODO, or a line that keeps it
+compiling). The stub `kernels/dayNN/NAME.cu` records the hash of what was
+generated, so `release` never overwrites a file a learner has edited (unless
+forced, and then it keeps a `.bak` copy).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import toolchain
+
+BEGIN = re.compile(r"^(\s*)//\s*BEGIN SOLUTION\b.*$")
+END = re.compile(r"^\s*//\s*END SOLUTION\b.*$")
+STUB = re.compile(r"^\s*//\s*STUB:\s?(.*)$")
+HEADER = "// Your exercise: fill in the TODOs. Generated from {src} by `grader release` (stub-hash {h}).\n"
+HEADER_RE = re.compile(r"^// Your exercise: .* \(stub-hash ([0-9a-f]{12})\)\.\n")
+
+
+class ReleaseError(ValueError):
+    pass
+
+
+def make_stub(solution_text: str, name: str = "<solution>") -> str:
+    """The stub body for a solution: solution blocks replaced by their STUB lines."""
+    out, inside, indent, blocks = [], False, "", 0
+    for n, line in enumerate(solution_text.splitlines(), 1):
+        if not inside:
+            m = BEGIN.match(line)
+            if m:
+                inside, indent, stub_lines = True, m.group(1), []
+                start = n
+                continue
+            if END.match(line):
+                raise ReleaseError(f"{name}:{n}: END SOLUTION without BEGIN SOLUTION")
+            out.append(line)
+        else:
+            if BEGIN.match(line):
+                raise ReleaseError(f"{name}:{n}: nested BEGIN SOLUTION (the block opened at line {start} is not closed)")
+            if END.match(line):
+                inside = False
+                blocks += 1
+                out += stub_lines or [f"{indent}// TODO: your code here"]
+                continue
+            m = STUB.match(line)
+            if m:
+                stub_lines.append(indent + m.group(1))
+    if inside:
+        raise ReleaseError(f"{name}:{start}: BEGIN SOLUTION is never closed")
+    if blocks == 0:
+        raise ReleaseError(f"{name}: no BEGIN SOLUTION / END SOLUTION block")
+    return "\n".join(out) + "\n"
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Planned:
+    solution: Path
+    stub: Path
+    text: str
+    state: str  # "up to date" | "new" | "stale" | "edited"
+
+
+def plan() -> list[Planned]:
+    planned = []
+    for sol in sorted(toolchain.SOLUTIONS.glob("day*/*.cu")):
+        rel = sol.relative_to(toolchain.ROOT)
+        body = make_stub(sol.read_text(encoding="utf-8"), str(rel))
+        text = HEADER.format(src=rel.as_posix(), h=_hash(body)) + body
+        stub = toolchain.KERNELS / sol.parent.name / sol.name
+        if not stub.exists():
+            state = "new"
+        else:
+            current = stub.read_text(encoding="utf-8", errors="replace")
+            m = HEADER_RE.match(current)
+            if current == text:
+                state = "up to date"
+            elif m and _hash(current[m.end():]) == m.group(1):
+                state = "stale"  # an untouched generated stub of an older solution
+            else:
+                state = "edited"
+        planned.append(Planned(sol, stub, text, state))
+    return planned
+
+
+def release(check: bool = False, force: bool = False, echo=print) -> int:
+    """Write the stubs (or with check=True, report drift). Returns an exit code."""
+    code = 0
+    for p in plan():
+        rel_stub = p.stub.relative_to(toolchain.ROOT)
+        if p.state == "up to date":
+            echo(f"ok       {rel_stub}")
+            continue
+        if check:
+            echo(f"DRIFT    {rel_stub} is {p.state}: run `python -m grader release`")
+            code = 1
+            continue
+        if p.state == "edited" and not force:
+            echo(f"KEPT     {rel_stub} has your edits; `release --force` overwrites it (keeping a .bak)")
+            code = 1
+            continue
+        if p.state == "edited":
+            p.stub.with_suffix(".cu.bak").write_text(p.stub.read_text(encoding="utf-8", errors="replace"))
+        p.stub.parent.mkdir(parents=True, exist_ok=True)
+        p.stub.write_text(p.text, encoding="utf-8")
+        echo(f"wrote    {rel_stub} ({p.state})")
+    return code

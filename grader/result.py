@@ -1,0 +1,135 @@
+"""What `grader.check` returns: a table in a notebook, text in a terminal, a plot on request."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+GROUPS = ("source", "sass", "build", "correctness", "work", "performance")
+MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip"}
+COLOR = {"pass": "#1a7f37", "fail": "#cf222e", "skip": "#6e7781"}
+
+
+@dataclass
+class Item:
+    group: str
+    name: str
+    status: str  # "pass" | "fail" | "skip"
+    detail: str = ""
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass
+class Result:
+    exercise: str
+    source: str
+    mode: str
+    items: list[Item] = field(default_factory=list)
+    build_seconds: float | None = None
+    seconds: float = 0.0
+
+    def add(self, group, name, status, detail="", metrics=None):
+        self.items.append(Item(group, name, status, detail, metrics or {}))
+
+    # ----------------------------------------------------------------- verdict
+    @property
+    def failures(self) -> list[Item]:
+        return [i for i in self.items if i.status == "fail"]
+
+    @property
+    def ok(self) -> bool:
+        """No check failed (some may have been skipped, e.g. without a GPU)."""
+        return not self.failures
+
+    @property
+    def complete(self) -> bool:
+        return not any(i.status == "skip" for i in self.items)
+
+    @property
+    def passed(self) -> bool:
+        """Everything ran and passed: the exercise is done."""
+        return self.ok and self.complete
+
+    @property
+    def verdict(self) -> str:
+        if self.failures:
+            return "fail"
+        return "pass" if self.complete else "pass (static checks only)"
+
+    def first_failure(self) -> str:
+        f = self.failures
+        return f"{f[0].group} / {f[0].name}: {f[0].detail}" if f else ""
+
+    def performance(self) -> list[Item]:
+        return [i for i in self.items if i.group == "performance" and i.metrics]
+
+    def as_dict(self) -> dict:
+        return {"exercise": self.exercise, "source": self.source, "mode": self.mode, "verdict": self.verdict,
+                "build_seconds": self.build_seconds, "seconds": self.seconds,
+                "items": [i.__dict__ for i in self.items]}
+
+    # --------------------------------------------------------------- rendering
+    def _rows(self):
+        """Rows to show: every failure and skip, passing correctness cases folded into one line."""
+        rows = []
+        for g in GROUPS:
+            items = [i for i in self.items if i.group == g]
+            passing = [i for i in items if i.status == "pass"]
+            if g == "correctness" and len(passing) > 3:
+                rows.append(Item(g, f"{len(passing)} of {len(items)} cases", "pass",
+                                 "every case matches the reference; e.g. " + passing[-1].name + ": " + passing[-1].detail))
+                rows += [i for i in items if i.status != "pass"]
+            else:
+                rows += items
+        return rows
+
+    def __str__(self) -> str:
+        head = f"{self.exercise}: {self.verdict.upper()}   ({self.source}, {self.mode} mode"
+        head += f", built in {self.build_seconds:.1f} s)" if self.build_seconds is not None else ")"
+        lines = [head]
+        for i in self._rows():
+            lines.append(f"  {MARK[i.status]:4}  {i.group:<11} {i.name}")
+            if i.detail:
+                lines.append(f"        {i.detail}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        color = COLOR["fail" if self.failures else ("pass" if self.complete else "skip")]
+        out = [f"<p><b>{html.escape(self.exercise)}</b>: <b style='color:{color}'>{html.escape(self.verdict.upper())}</b>"
+               f" &nbsp;<code>{html.escape(self.source)}</code>, {self.mode} mode"]
+        if self.build_seconds is not None:
+            out.append(f", built in {self.build_seconds:.1f} s")
+        out.append("</p><table><tr><th>check</th><th></th><th>result</th><th style='text-align:left'>detail</th></tr>")
+        for i in self._rows():
+            out.append(f"<tr><td>{html.escape(i.group)}</td><td style='text-align:left'>{html.escape(i.name)}</td>"
+                       f"<td style='color:{COLOR[i.status]}'><b>{MARK[i.status]}</b></td>"
+                       f"<td style='text-align:left'><pre style='margin:0;white-space:pre-wrap'>{html.escape(i.detail)}</pre></td></tr>")
+        out.append("</table>")
+        return "".join(out)
+
+    def plot(self, ax=None):
+        """Bar chart of the measured fraction of copy bandwidth against the target."""
+        import matplotlib.pyplot as plt
+
+        perf = self.performance()
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3))
+        if not perf:
+            ax.text(0.5, 0.5, "no performance measured\n(" + ("no GPU" if self.mode != "gpu" else "not timed") + ")",
+                    ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            return ax
+        labels = [i.name for i in perf]
+        yours = [i.metrics["copy_ratio"] for i in perf]
+        torch_r = [i.metrics["torch_gbps"] / i.metrics["copy_gbps"] for i in perf]
+        xs = range(len(perf))
+        ax.bar([x - 0.2 for x in xs], yours, width=0.4, label="your kernel")
+        ax.bar([x + 0.2 for x in xs], torch_r, width=0.4, label="eager PyTorch")
+        ax.axhline(perf[0].metrics["target"], color="k", ls="--", lw=1, label="target")
+        ax.axhline(1.0, color="gray", ls=":", lw=1)
+        ax.set_xticks(list(xs), labels, fontsize=8)
+        ax.set_ylabel("fraction of copy bandwidth")
+        ax.set_title(self.exercise)
+        ax.legend(fontsize=8)
+        return ax

@@ -1,0 +1,144 @@
+"""Where the course's tools are and what this machine can do.
+
+Everything here is cheap and cached: the notebooks and the grader ask these
+questions many times.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "kernels"
+INCLUDE = KERNELS / "include"
+SOLUTIONS = ROOT / "solutions"
+NOTEBOOKS = ROOT / "notebooks"
+
+# The architecture compiled for when there is no GPU to ask (the reference H200).
+DEFAULT_ARCH = "9.0"
+
+
+def cache_dir() -> Path:
+    """Root of the course's build cache (one folder per content hash)."""
+    env = os.environ.get("COURSE_CACHE_DIR")
+    if env:
+        base = Path(env)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cuda-course"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_home() -> Path | None:
+    """The CUDA toolkit root. Set CUDA_HOME for torch too: its own guess takes the
+    parent of whatever `nvcc` is first on PATH, which is wrong for wrapper scripts."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    for c in candidates:
+        if c and (Path(c) / "bin" / "nvcc").exists() and (Path(c) / "include" / "cuda_runtime.h").exists():
+            os.environ["CUDA_HOME"] = c
+            return Path(c)
+    return None
+
+
+def nvcc_path() -> str | None:
+    home = cuda_home()
+    return str(home / "bin" / "nvcc") if home else shutil.which("nvcc")
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_version() -> str | None:
+    nvcc = nvcc_path()
+    if not nvcc:
+        return None
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if "release" in line:
+            return line.split("release")[1].split(",")[0].strip()
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def binary_tool(name: str) -> str | None:
+    """cuobjdump / nvdisasm: the toolkit's, else PyPI's nvidia-cuda-cuobjdump
+    (which CPU-only machines get from this project's dependencies)."""
+    home = cuda_home()
+    places = [home / "bin" / name] if home else []
+    try:
+        import nvidia  # namespace package of NVIDIA's PyPI wheels
+
+        for base in nvidia.__path__:
+            places += sorted(Path(base).glob(f"cu*/bin/{name}"))
+            places += sorted(Path(base).glob(f"*/bin/{name}"))
+    except ImportError:
+        pass
+    for p in places:
+        if p.exists():
+            return str(p)
+    return shutil.which(name)
+
+
+def tool_env() -> dict[str, str]:
+    """Environment for running cuobjdump: it finds nvdisasm on PATH."""
+    env = dict(os.environ)
+    nvdisasm = binary_tool("nvdisasm")
+    if nvdisasm:
+        env["PATH"] = str(Path(nvdisasm).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+@functools.lru_cache(maxsize=None)
+def has_gpu() -> bool:
+    """True when torch sees a CUDA device. COURSE_FORCE_CPU=1 pretends there is none."""
+    if os.environ.get("COURSE_FORCE_CPU") == "1":
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
+    except Exception:
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def arch() -> str:
+    """Compute capability to build for, e.g. '9.0': the GPU's, else sm_90."""
+    if has_gpu():
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    return DEFAULT_ARCH
+
+
+def sm(arch_str: str | None = None) -> str:
+    """'9.0' -> 'sm_90'."""
+    return "sm_" + (arch_str or arch()).replace(".", "")
+
+
+@functools.lru_cache(maxsize=None)
+def load_inline_features() -> dict[str, bool]:
+    """Which optional load_inline arguments the installed torch has.
+    The GPU machine has torch 2.11, CI installs a newer one: never assume."""
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    params = inspect.signature(cpp_extension.load_inline).parameters
+    return {name: name in params for name in ("no_implicit_headers", "use_pch")}
+
+
+def mode() -> str:
+    """'gpu' when kernels run, 'compile-only' when they are only compiled and inspected."""
+    return "gpu" if has_gpu() else "compile-only"
+
+
+def python_info() -> str:
+    return sys.version.split()[0]

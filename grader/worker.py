@@ -1,0 +1,222 @@
+"""The grading subprocess: runs a learner's kernel where a crash cannot hurt.
+
+Started by `grader.check` as `python -m grader.worker CONFIG.json`. It loads the
+already built extension, runs every correctness case, profiles one call, and
+times the performance cases, appending one JSON line per result to the results
+file as it goes. If the kernel hangs or kills the process (an illegal address
+corrupts the CUDA context), the parent still has every line written so far and
+knows which case was running.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+
+class Emitter:
+    def __init__(self, path: str):
+        self.f = open(path, "a", encoding="utf-8")
+
+    def __call__(self, **record):
+        self.f.write(json.dumps(record) + "\n")
+        self.f.flush()
+
+
+def _cuda_alive() -> bool:
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        torch.empty(1, device="cuda").fill_(0).item()
+        return True
+    except Exception:
+        return False
+
+
+def _short_error(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    first = next((line for line in text if line.strip()), type(e).__name__)
+    if "CUDA error" in str(e) or "cudaError" in str(e) or "returned cuda" in str(e):
+        return first
+    return f"{type(e).__name__}: {first}"
+
+
+def run_case(ex, mod, case, seed):
+    """One correctness run. Returns (ok, message, outputs, inputs, expected)."""
+    import torch
+
+    from .compare import compare, unchanged
+    from .spec import poison
+
+    p = case.params
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = ex.make_inputs(p, gen)
+    before = {k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)}
+    expected = ex.reference(p, inputs)  # computed before the kernel can touch the inputs
+    outputs = ex.make_outputs(p, inputs)
+    for t in outputs.values():
+        poison(t)
+    torch.cuda.synchronize()
+    ex.call(mod, p, inputs, outputs)
+    torch.cuda.synchronize()
+    return _judge(ex, p, inputs, before, outputs, expected) + (outputs, inputs, expected, before)
+
+
+def _judge(ex, p, inputs, before, outputs, expected):
+    from .compare import compare, unchanged
+
+    tol = ex.tolerance(p)
+    problems = []
+    worst = 0.0
+    for name, exp in expected.items():
+        c = compare(name, outputs[name], exp, tol.rtol, tol.atol)
+        worst = max(worst, c.max_abs_err)
+        if not c.ok:
+            problems.append(c.message())
+    for name, b in before.items():
+        msg = unchanged(name, b, inputs[name])
+        if msg:
+            problems.append(msg)
+    if problems:
+        return False, " | ".join(problems)
+    return True, f"max abs err {worst:.2g} (rtol {tol.rtol:g}, atol {tol.atol:g})"
+
+
+def _profile_kernels(ex, mod, case, kernels, emit):
+    """Every CUDA kernel the call launches must be one of the module's own."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from .spec import poison
+
+    p = case.params
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    inputs = ex.make_inputs(p, gen)
+    outputs = ex.make_outputs(p, inputs)
+    for t in outputs.values():
+        poison(t)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        ex.call(mod, p, inputs, outputs)
+        torch.cuda.synchronize()
+    launched = sorted({e.name for e in prof.events() if str(e.device_type).endswith("CUDA")})
+    foreign = [n for n in launched if not any(k + "<" in n or k + "(" in n or n == k for k in kernels)]
+    if not launched:
+        emit(group="work", name="kernels launched", status="fail",
+             detail="the call launched no CUDA kernel at all")
+    elif foreign:
+        emit(group="work", name="kernels launched", status="fail",
+             detail="the call launched work that is not one of your kernels: " + ", ".join(foreign[:5]))
+    else:
+        emit(group="work", name="kernels launched", status="pass",
+             detail="only your kernels ran: " + ", ".join(launched[:4]))
+
+
+def _perf(ex, mod, case, flusher, emit):
+    import torch
+
+    from .bench import bench_interleaved, copy_baseline, theoretical_bandwidth
+
+    p = case.params
+    ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, 0)
+    if not ok:
+        emit(group="performance", name=case.label, status="fail", detail="not timed, results are wrong: " + msg)
+        return
+    nbytes = ex.bytes_moved(p)
+    copy_fn, copy_bytes = copy_baseline(nbytes)
+    base_out = ex.make_outputs(p, inputs)
+    timings = bench_interleaved({
+        "yours": lambda: ex.call(mod, p, inputs, outputs),
+        "copy": copy_fn,
+        "torch": lambda: ex.baseline(p, inputs, base_out),
+    }, flusher)
+    torch.cuda.synchronize()
+    ok, msg = _judge(ex, p, inputs, before, outputs, expected)  # correct after timing too
+    yours, copy, eager = (timings[k] for k in ("yours", "copy", "torch"))
+    gbps, copy_gbps, torch_gbps = yours.gbps(nbytes), copy.gbps(copy_bytes), eager.gbps(nbytes)
+    ratio = gbps / copy_gbps
+    peak = theoretical_bandwidth()
+    metrics = dict(gbps=gbps, copy_gbps=copy_gbps, torch_gbps=torch_gbps, copy_ratio=ratio,
+                   torch_ratio=gbps / torch_gbps, target=ex.target_copy_ratio, bytes=nbytes,
+                   peak_gbps=peak / 1e9 if peak else None, yours=yours.as_dict(), copy=copy.as_dict(),
+                   torch=eager.as_dict())
+    if not ok:
+        status, detail = "fail", "results went wrong during timing: " + msg
+    elif peak and gbps * 1e9 > peak * 1.01:
+        status, detail = "fail", (f"{gbps:.0f} GB/s is above the theoretical peak {peak / 1e9:.0f} GB/s: "
+                                  "the kernel cannot have moved the bytes it had to")
+    else:
+        status = "pass" if ratio >= ex.target_copy_ratio else "fail"
+        detail = (f"{gbps:.0f} GB/s = {ratio:.3f}x copy ({copy_gbps:.0f} GB/s), target {ex.target_copy_ratio:.2f}x; "
+                  f"{gbps / torch_gbps:.2f}x {ex.baseline_name} ({torch_gbps:.0f} GB/s); "
+                  f"median {yours.median_ms * 1e3:.1f} us [p20 {yours.p20_ms * 1e3:.1f}, p80 {yours.p80_ms * 1e3:.1f}]")
+    emit(group="performance", name=case.label, status=status, detail=detail, metrics=metrics)
+
+
+def main(config_path: str) -> int:
+    cfg = json.loads(open(config_path, encoding="utf-8").read())
+    emit = Emitter(cfg["results"])
+    import torch
+
+    from . import build, exercises
+
+    ex = exercises.get(cfg["exercise"])
+    try:
+        mod = build.load_built(cfg["module_dir"], cfg["module_name"])
+    except Exception as e:
+        emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
+        return 1
+    seeds = cfg["seeds"]
+    for case in ex.cases:
+        if case.perf:
+            continue
+        emit(event="start", name=case.label)
+        result = None
+        for label, seed in seeds:
+            try:
+                ok, msg, *_ = run_case(ex, mod, case, seed)
+            except Exception as e:
+                ok, msg = False, _short_error(e)
+                if not _cuda_alive():
+                    emit(group="correctness", name=case.label, status="fail",
+                         detail=f"seed {label}: {msg} (the CUDA context is lost; later checks cannot run)")
+                    emit(event="fatal", detail=f"crashed in case '{case.label}': {msg}")
+                    return 1
+            if not ok:
+                result = ("fail", f"seed {label}: {msg}")
+                break
+            result = ("pass", msg)
+        emit(group="correctness", name=case.label, status=result[0], detail=result[1])
+        torch.cuda.empty_cache()
+    if cfg.get("profile", True):
+        small = [c for c in ex.cases if not c.perf]
+        emit(event="start", name="kernels launched")
+        try:
+            _profile_kernels(ex, mod, small[len(small) // 2], cfg["kernels"], emit)
+        except Exception as e:
+            emit(group="work", name="kernels launched", status="fail", detail=_short_error(e))
+    if cfg.get("perf", True):
+        from .bench import L2Flusher
+
+        flusher = L2Flusher()
+        for case in ex.perf_cases:
+            emit(event="start", name=case.label)
+            try:
+                _perf(ex, mod, case, flusher, emit)
+            except Exception as e:
+                emit(group="performance", name=case.label, status="fail", detail=_short_error(e))
+                if not _cuda_alive():
+                    emit(event="fatal", detail=f"crashed while timing '{case.label}'")
+                    return 1
+            torch.cuda.empty_cache()
+    emit(event="done")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1]))
+    except Exception:
+        traceback.print_exc()
+        sys.exit(3)
