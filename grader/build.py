@@ -112,8 +112,8 @@ def content_hash(sources: list[Source], extra: list[str]) -> str:
 
 
 # ----------------------------------------------------------- errors, progress
-_NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error\b:?\s*(?P<msg>.*)$", re.M)
-_GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error:\s*(?P<msg>.*)$", re.M)
+_NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\): (?:catastrophic )?error\b:?\s*(?P<msg>.*)$", re.M)
+_GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error:\s*(?P<msg>.*)$", re.M)
 _OTHER_ERR = re.compile(r"^.*(?:ptxas fatal|ptxas error|undefined reference|nvlink error|error:).*$", re.M)
 
 

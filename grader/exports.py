@@ -35,7 +35,7 @@ SCALARS = {
 }
 RETURNS = {"cudaError_t", "void", "int", "int64_t", "float", "double", "bool"}
 
-_EXPORT_RE = re.compile(r"\bCOURSE_EXPORT\s+([A-Za-z_][\w:]*)\s+([A-Za-z_]\w*)\s*\(([^)]*)\)", re.S)
+_EXPORT_RE = re.compile(r"\bCOURSE_EXPORT\s+([A-Za-z_][\w:]*(?:\s*\*+)?)\s*\b([A-Za-z_]\w*)\s*\(([^)]*)\)", re.S)
 
 
 class ExportError(ValueError):
@@ -79,6 +79,9 @@ def _strip_comments(text: str) -> str:
 
 def _parse_param(raw: str, where: str) -> Param:
     raw = " ".join(raw.replace("*", " * ").split())
+    bare = raw.replace("const", "").replace("*", "").strip()
+    if bare in POINTER_DTYPES or bare in SCALARS or bare == "cudaStream_t":
+        raise ExportError(f"{where}: the parameter '{raw}' has no name; give every parameter a name")
     m = re.fullmatch(r"(.+?)\s*([A-Za-z_]\w*)", raw)
     if not m:
         raise ExportError(f"{where}: cannot read the parameter '{raw}'; give every parameter a name")
@@ -106,7 +109,7 @@ def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
     for m in _EXPORT_RE.finditer(clean):
         line = clean.count("\n", 0, m.start()) + 1
         where = f"{filename}:{line}"
-        returns, name, params = m.group(1), m.group(2), m.group(3).strip()
+        returns, name, params = "".join(m.group(1).split()), m.group(2), m.group(3).strip()
         if returns not in RETURNS:
             raise ExportError(f"{where}: {name} returns '{returns}'; entry points return one of {sorted(RETURNS)}")
         plist = [] if params in ("", "void") else [_parse_param(p, where) for p in params.split(",")]

@@ -74,10 +74,15 @@ class Result:
         for g in GROUPS:
             items = [i for i in self.items if i.group == g]
             passing = [i for i in items if i.status == "pass"]
-            if g == "correctness" and len(passing) > 3:
-                rows.append(Item(g, f"{len(passing)} of {len(items)} cases", "pass",
-                                 "every case matches the reference; e.g. " + passing[-1].name + ": " + passing[-1].detail))
-                rows += [i for i in items if i.status != "pass"]
+            if g == "correctness" and len(items) > 3:
+                failing = [i for i in items if i.status != "pass"]
+                if passing:
+                    rows.append(Item(g, f"{len(passing)} of {len(items)} cases", "pass",
+                                     "these match the reference; e.g. " + passing[-1].name + ": " + passing[-1].detail))
+                rows += failing[:3]
+                if len(failing) > 3:
+                    rows.append(Item(g, f"{len(failing) - 3} more cases", "fail",
+                                     "also fail: " + ", ".join(i.name for i in failing[3:])))
             else:
                 rows += items
         return rows

@@ -1,0 +1,82 @@
+"""Builds: compile errors come back as the first error with file and line; SASS is read without a GPU."""
+import pytest
+
+from grader import build
+from grader.build import BuildError, Source, compile_cubin, parse_first_error
+
+GOOD = """#include "course/vec.cuh"
+__global__ void twice_kernel(float* __restrict__ x, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.0f;
+}
+COURSE_EXPORT cudaError_t twice(float* x, int64_t n, cudaStream_t stream) {
+  twice_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x, n);
+  return cudaGetLastError();
+}
+"""
+
+
+def test_compile_only_reports_resources_and_sass():
+    report = compile_cubin(Source("tests/twice.cu", GOOD))
+    k = report.kernel("twice_kernel")
+    assert k.registers > 0 and k.spill_stores == 0 and k.stack_bytes == 0
+    assert k.has_opcode("LDG") and k.has_opcode("STG") and k.has_opcode("EXIT")
+    assert not k.has_opcode("LDG.E.128")
+    assert "twice_kernel" in report.table()
+
+
+def test_compile_error_gives_the_first_error_with_file_and_line():
+    broken = GOOD.replace("x[i] *= 2.0f;", "x[i] *= 2.0f\n  undeclared_thing = 3;")
+    with pytest.raises(BuildError) as err:
+        compile_cubin(Source("kernels/day01/broken.cu", broken))
+    e = err.value
+    assert e.file == "kernels/day01/broken.cu" and e.line == 5
+    assert "expected a \";\"" in e.first_error or "expected" in e.first_error
+    assert ">    5 |" in e.excerpt
+    assert len(e.summary().splitlines()) < 10  # not a wall of output
+
+
+def test_parse_first_error_understands_gcc_and_nvcc():
+    src = [Source("a.cu", "l1\nl2\nl3\n")]
+    nvcc = "ninja: build stopped\na.cu(2): error: identifier \"foo\" is undefined\na.cu(3): error: later\n"
+    e = parse_first_error(nvcc, src, "a")
+    assert (e.file, e.line, e.first_error) == ("a.cu", 2, 'identifier "foo" is undefined')
+    gcc = "In file included from x\nmain.cpp:7:12: error: 'bar' was not declared in this scope\n"
+    e = parse_first_error(gcc, src, "a")
+    assert (e.file, e.line) == ("main.cpp", 7) and "bar" in e.first_error
+    e = parse_first_error("/usr/bin/ld: undefined reference to `f'\n", src, "a")
+    assert "undefined reference" in e.first_error
+
+
+def test_non_utf8_source_is_a_clear_error(tmp_path):
+    p = tmp_path / "k.cu"
+    p.write_bytes(b"\xff\xfe__global__")
+    with pytest.raises(BuildError, match="not UTF-8"):
+        Source.read(p)
+
+
+def test_module_name_follows_content():
+    a = build.content_hash([Source("a.cu", GOOD)], [])
+    assert a == build.content_hash([Source("a.cu", GOOD)], [])
+    assert a != build.content_hash([Source("a.cu", GOOD + "\n// edit")], [])
+    assert a != build.content_hash([Source("a.cu", GOOD)], ["-O0"])
+
+
+def test_extension_builds_without_a_gpu_and_reloads_from_cache():
+    """The real load_inline build (nvcc + g++), then the cached load."""
+    src = Source("tests/twice_ext.cu", GOOD)
+    first = build.build([src], name="test_twice", quiet=True)
+    assert hasattr(first.module, "twice") and first.kernels == ["twice_kernel"]
+    assert "main.cpp" in {p.name for p in first.directory.iterdir()}
+    build._loaded.clear()
+    again = build.build([src], name="test_twice", quiet=True)
+    assert again.cached and again.name == first.name and again.seconds < 5
+
+
+def test_failed_build_leaves_nothing_behind():
+    src = Source("tests/bad_ext.cu", GOOD.replace("return cudaGetLastError();", "return nope;"))
+    with pytest.raises(BuildError) as err:
+        build.build([src], name="test_bad", quiet=True)
+    assert err.value.file == "tests/bad_ext.cu" and err.value.line == 8
+    leftovers = [p for p in (build.toolchain.cache_dir() / "ext").glob("test_bad_*")]
+    assert leftovers == []

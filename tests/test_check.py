@@ -1,0 +1,86 @@
+"""`grader.check` turns every kind of bad submission into a result with a reason, never an exception."""
+import pytest
+
+import grader
+from grader.check import check
+from conftest import gpu
+
+SOLUTION = grader.toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+
+
+def _submit(tmp_path, text, name="scale_add.cu"):
+    p = tmp_path / name
+    p.write_text(text) if isinstance(text, str) else p.write_bytes(text)
+    return p
+
+
+def _reason(result):
+    assert not result.ok, str(result)
+    return result.first_failure()
+
+
+def test_missing_empty_and_binary_files(tmp_path):
+    assert "no such file" in _reason(check("day01.scale_add", source=tmp_path / "nope.cu"))
+    assert "empty" in _reason(check("day01.scale_add", source=_submit(tmp_path, "  \n")))
+    assert "UTF-8" in _reason(check("day01.scale_add", source=_submit(tmp_path, b"\x80\x81\xff")))
+
+
+def test_compile_error_points_at_file_and_line(tmp_path):
+    text = SOLUTION.read_text().replace("out[i] = alpha * x[i] + y[i];", "out[i] = alpha * x[i] + z[i];")
+    reason = _reason(check("day01.scale_add", source=_submit(tmp_path, text)))
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "z[i]" in l)
+    assert f"scale_add.cu:{line}:" in reason and "undefined" in reason
+
+
+@pytest.mark.parametrize("change, why", [
+    ('#include "course/common.cuh"', '#include "course/common.cuh"\n#include <torch/extension.h>'),
+    ("return cudaGetLastError();", "cudaMemcpyAsync(out, y, n * 4, cudaMemcpyDeviceToDevice, stream);\n  return cudaGetLastError();"),
+    ("return cudaGetLastError();", "cublasSaxpy(0, n, &alpha, x, 1, out, 1);\n  return cudaGetLastError();"),
+])
+def test_work_done_elsewhere_is_refused(tmp_path, change, why):
+    text = SOLUTION.read_text().replace(change, why)
+    reason = _reason(check("day01.scale_add", source=_submit(tmp_path, text)))
+    assert "does its own work" in reason
+
+
+def test_wrong_entry_point_signature(tmp_path):
+    text = SOLUTION.read_text().replace("float alpha,", "double alpha,")
+    reason = _reason(check("day01.scale_add", source=_submit(tmp_path, text)))
+    assert "does not match the fixed entry point" in reason
+    text = SOLUTION.read_text().replace("COURSE_EXPORT cudaError_t scale_add(", "COURSE_EXPORT cudaError_t scaleadd(")
+    assert "missing" in _reason(check("day01.scale_add", source=_submit(tmp_path, text)))
+
+
+def test_no_kernel_at_all(tmp_path):
+    reason = _reason(check("day01.scale_add", source=_submit(tmp_path, "int main() { return 0; }\n")))
+    assert "no __global__" in reason
+
+
+def test_scalar_loads_fail_the_vector_requirement():
+    """The untouched Day 2 stub has no 16-byte loads: the SASS check says so."""
+    result = check("day02.silu_and_mul", solutions=False, perf=False)
+    assert any(i.name == "LDG.E.128" and i.status == "fail" for i in result.items), str(result)
+
+
+def test_result_renders_as_text_html_and_dict():
+    result = check("day01.scale_add", solutions=True, perf=False, seeds=1)
+    assert "day01.scale_add" in str(result) and "<table>" in result._repr_html_()
+    assert result.as_dict()["verdict"] in ("pass", "pass (static checks only)")
+
+
+@gpu
+def test_stub_fails_correctness_cleanly():
+    result = check("day01.scale_add", solutions=False, perf=False, seeds=1)
+    assert "never written" in _reason(result)
+
+
+@gpu
+@pytest.mark.parametrize("body, expected", [
+    ("while (true) { }", "no result within"),
+    ("out[i + (int64_t(1) << 40)] = 1.0f;", "illegal memory access"),
+    ("if (i + 1 < n) out[i] = alpha * x[i] + y[i];", "differ"),
+])
+def test_crashing_hanging_and_wrong_kernels_fail_their_own_check(tmp_path, body, expected):
+    text = SOLUTION.read_text().replace("out[i] = alpha * x[i] + y[i];  // one FFMA per 12 bytes moved", body)
+    result = check("day01.scale_add", source=_submit(tmp_path, text), perf=False, seeds=1, timeout=60)
+    assert expected in str(result), str(result)

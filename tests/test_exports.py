@@ -1,0 +1,48 @@
+import pytest
+
+from grader.exports import ExportError, generate_binding, global_kernel_names, parse_exports
+
+SRC = """
+// COURSE_EXPORT void commented_out(float* x);
+template <typename T> __global__ void __launch_bounds__(256) scale_kernel(T* x, int64_t n) {}
+__global__ void other_kernel(float* x) {}
+COURSE_EXPORT cudaError_t scale_fp16(__half* out, const __half* __restrict__ in,
+                                     int64_t n, float alpha, cudaStream_t stream) { return cudaSuccess; }
+COURSE_EXPORT int device_count() { return 1; }
+"""
+
+
+def test_parse_exports_reads_pointers_scalars_and_stream():
+    exports = parse_exports(SRC, "x.cu")
+    assert [e.name for e in exports] == ["scale_fp16", "device_count"]
+    e = exports[0]
+    assert [(p.kind, p.base, p.name) for p in e.params] == [
+        ("pointer", "__half", "out"), ("pointer", "__half", "in"), ("scalar", "int64_t", "n"),
+        ("scalar", "float", "alpha"), ("stream", "cudaStream_t", "stream")]
+    assert e.line == 5
+    assert e.python_signature() == "scale_fp16(out: Tensor[float16], in: Tensor[float16], n: int, alpha: float)"
+
+
+def test_kernel_names_include_launch_bounds_and_templates():
+    assert global_kernel_names(SRC) == ["scale_kernel", "other_kernel"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("COURSE_EXPORT cudaError_t f(std::vector<int> v);", "has type"),
+    ("COURSE_EXPORT cudaError_t f(float** p);", "pointer to a pointer"),
+    ("COURSE_EXPORT cudaError_t f(dim3* p);", "no torch dtype"),
+    ("COURSE_EXPORT float* f(int n);", "returns"),
+    ("COURSE_EXPORT cudaError_t f(int);", "give every parameter a name"),
+    ("COURSE_EXPORT void f(int a);\nCOURSE_EXPORT void f(int b);", "exported twice"),
+])
+def test_bad_entry_points_are_explained(bad, message):
+    with pytest.raises(ExportError, match=message):
+        parse_exports(bad, "bad.cu")
+
+
+def test_binding_checks_tensors_and_errors():
+    text = generate_binding(parse_exports(SRC))
+    assert text.startswith("#include <torch/extension.h>")  # first, so the precompiled header applies
+    assert 'course_check_tensor(out, "out", at::kHalf, "scale_fp16")' in text
+    assert "cudaGetErrorString(err)" in text
+    assert 'm.def("device_count", &py_device_count' in text

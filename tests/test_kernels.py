@@ -1,0 +1,55 @@
+"""Every kernel file compiles for sm_90 without a GPU; solutions pass their static and SASS
+checks; stubs compile (and, on a GPU, fail correctness: see the GPU verification)."""
+import pytest
+
+from grader import exercises, toolchain
+from grader.build import Source, compile_cubin
+from grader.check import sass_checks, static_checks
+from grader.result import Result
+
+EXERCISES = list(exercises.all_exercises().values())
+VERSION_FILES = sorted(p for p in toolchain.KERNELS.glob("day*/*.cu")
+                       if not any(p == ex.stub_path for ex in EXERCISES))
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_solution_passes_static_and_sass_checks(ex):
+    result = Result(ex.id, str(ex.solution_path), "compile-only")
+    src = Source.read(ex.solution_path)
+    assert static_checks(ex, src, result), str(result)
+    assert sass_checks(ex, src, result), str(result)
+    assert result.ok and all(op in [i.name for i in result.items] for op in ex.required_sass)
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_stub_compiles_and_keeps_the_entry_points(ex):
+    result = Result(ex.id, str(ex.stub_path), "compile-only")
+    src = Source.read(ex.stub_path)
+    assert static_checks(ex, src, result), str(result)
+    sass_checks(ex, src, result)
+    assert not any(i.group == "build" for i in result.failures), str(result)
+    if ex.required_sass:  # the technique is the exercise: an untouched stub cannot show it
+        assert not result.ok
+
+
+@pytest.mark.parametrize("path", VERSION_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_kernel_version_compiles_without_spills(path):
+    report = compile_cubin(path)
+    if "__global__" in path.read_text():
+        assert report.kernels, f"{path} defines no kernel"
+    for k in report.kernels:
+        assert k.spill_stores == 0 and k.spill_loads == 0, f"{k.name} spills"
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_spec_is_complete(ex):
+    """Tails, a case past L2 that is timed, a tolerance with a reason, a notebook cell."""
+    assert ex.perf_cases, "a performance case is needed"
+    for c in ex.perf_cases:
+        assert ex.bytes_moved(c.params) >= 4 * 60e6, f"{c.label} is not well past the 60 MB L2"
+    sizes = {v for c in ex.cases for k, v in c.params.items() if k in ("n", "d", "tokens")}
+    assert {1, 2, 3, 127, 128, 129} <= sizes
+    assert any(c.params.get("offset") for c in ex.cases), "a misaligned base pointer case"
+    assert all(ex.tolerance(c.params).why for c in ex.cases)
+    nb = toolchain.ROOT / ex.notebook
+    assert nb.exists() and f"## Exercise: {ex.name}" in nb.read_text()

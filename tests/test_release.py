@@ -1,0 +1,57 @@
+import pytest
+
+from grader import release
+from grader.release import ReleaseError, make_stub
+
+SOLUTION = """int f() {
+  int x = 1;
+  // BEGIN SOLUTION
+  // STUB: // TODO: return the answer
+  // STUB: return 0;
+  return 42;
+  // END SOLUTION
+}
+"""
+
+
+def test_stub_keeps_stub_lines_and_drops_the_solution():
+    stub = make_stub(SOLUTION)
+    assert "42" not in stub and "BEGIN SOLUTION" not in stub
+    assert "  // TODO: return the answer\n  return 0;\n}" in stub
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a\n", "no BEGIN SOLUTION"),
+    ("// BEGIN SOLUTION\nx\n", "never closed"),
+    ("// END SOLUTION\n", "without BEGIN"),
+    ("// BEGIN SOLUTION\n// BEGIN SOLUTION\n// END SOLUTION\n", "nested"),
+])
+def test_malformed_markers_are_reported(text, message):
+    with pytest.raises(ReleaseError, match=message):
+        make_stub(text, "s.cu")
+
+
+def test_committed_stubs_match_their_solutions():
+    """`grader release --check`: the stubs in kernels/ are exactly what the solutions generate."""
+    lines = []
+    assert release.release(check=True, echo=lines.append) == 0, "\n".join(lines)
+    assert lines and all(line.startswith("ok") for line in lines)
+
+
+def test_release_never_overwrites_a_learners_edits(tmp_path, monkeypatch):
+    from grader import toolchain
+
+    (tmp_path / "solutions" / "day09").mkdir(parents=True)
+    (tmp_path / "solutions" / "day09" / "f.cu").write_text(SOLUTION)
+    monkeypatch.setattr(toolchain, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(toolchain, "KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(toolchain, "ROOT", tmp_path)
+    assert release.release(echo=lambda s: None) == 0
+    stub = tmp_path / "kernels" / "day09" / "f.cu"
+    assert release.release(check=True, echo=lambda s: None) == 0
+    stub.write_text(stub.read_text() + "// my work\n")
+    out = []
+    assert release.release(echo=out.append) == 1 and "KEPT" in out[0]
+    assert stub.read_text().endswith("// my work\n")
+    assert release.release(force=True, echo=lambda s: None) == 0
+    assert (tmp_path / "kernels" / "day09" / "f.cu.bak").read_text().endswith("// my work\n")
