@@ -4,8 +4,9 @@
 // (2) hoist all four loads above the stores: 4 loads in flight per thread instead of 1.
 // Bandwidth: both near the coalesced copy (v2) on an H200; the SASS is the lesson here.
 //
-//   inp, out  (n,) fp32, n a multiple of THREADS * ITEMS (no bounds checks to clutter the SASS)
-//   block b, thread t copies elements b * THREADS * ITEMS + k * THREADS + t, k < ITEMS
+//   inp, out  (n,) fp32, n a multiple of DEMO_THREADS * DEMO_ITEMS = 1024 (no bounds checks
+//             to clutter the SASS)
+//   block b, thread t copies elements b * 1024 + k * DEMO_THREADS + t, k < DEMO_ITEMS
 #include "course/common.cuh"
 
 namespace {
