@@ -244,8 +244,8 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     )
     if features["no_implicit_headers"]:
         kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
-    if features["use_pch"]:
-        kwargs["use_pch"] = True  # precompiled torch/extension.h for the binding
+    if features["use_pch"] and os.access(Path(torch.__file__).parent / "include" / "torch", os.W_OK):
+        kwargs["use_pch"] = True  # precompiled torch/extension.h (written next to it) for the binding
     with _build_lock, _Progress(what, quiet) as progress:
         try:
             module = cpp_extension.load_inline(**kwargs)

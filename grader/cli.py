@@ -41,7 +41,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .check import check
+    from .checks import check
 
     code = 0
     for ex_id in args.exercise:

@@ -22,7 +22,7 @@ class GraderItem(pytest.Item):
         self.result = None
 
     def runtest(self):
-        from .check import check
+        from .checks import check
 
         opt = self.config.getoption
         self.result = check(self.exercise, **check_kwargs(lambda k: opt(f"grader_{k.replace('-', '_')}")))

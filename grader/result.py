@@ -1,4 +1,4 @@
-"""What `grader.check` returns: a table in a notebook, text in a terminal, a plot on request."""
+"""What `grader.check()` returns: a table in a notebook, text in a terminal, a plot on request."""
 from __future__ import annotations
 
 import html

@@ -89,7 +89,7 @@ def measure_builds(log) -> dict:
 
 def grade_all(log) -> list[dict]:
     from . import exercises
-    from .check import check
+    from .checks import check
 
     rows = []
     for ex in exercises.all_exercises().values():

@@ -4,7 +4,7 @@ import pytest
 
 from grader import exercises, toolchain
 from grader.build import Source, compile_cubin
-from grader.check import sass_checks, static_checks
+from grader.checks import sass_checks, static_checks
 from grader.result import Result
 
 EXERCISES = list(exercises.all_exercises().values())
