@@ -216,6 +216,7 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     import torch
     from torch.utils import cpp_extension
 
+    t_start = time.perf_counter()  # hashing + loading or building, what a cached "build" costs
     toolchain.cuda_home()
     arch = toolchain.arch()
     features = toolchain.load_inline_features()
@@ -228,9 +229,8 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     build_dir = toolchain.cache_dir() / "ext" / module_name
     if (build_dir / f"{module_name}.so").exists():
         # Same hash, same inputs: import the built module without asking ninja.
-        t0 = time.perf_counter()
-        built = Built(load_built(build_dir, module_name), module_name, build_dir, exports, kernels,
-                      time.perf_counter() - t0, True)
+        module = load_built(build_dir, module_name)
+        built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
         _loaded[module_name] = built
         return built
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -258,6 +258,17 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     built = Built(module, module_name, build_dir, exports, kernels, progress.seconds, False)
     _loaded[module_name] = built
     return built
+
+
+def day_files(day: str) -> list[Path]:
+    """A day's kernel versions: kernels/dayNN/*.cu except the exercise files."""
+    exercises = {p.name for p in (toolchain.SOLUTIONS / day).glob("*.cu")}
+    return sorted(p for p in (toolchain.KERNELS / day).glob("*.cu") if p.name not in exercises)
+
+
+def build_day(day: str, quiet: bool = False) -> Built:
+    """All of a day's kernel versions in one extension, as its notebook uses them."""
+    return build(day_files(day), name=day, quiet=quiet)
 
 
 def load_built(directory: str | Path, module_name: str):
