@@ -19,7 +19,7 @@ from pathlib import Path
 from . import build as _build
 from . import exercises as _exercises
 from . import toolchain
-from .exports import parse_exports
+from .exports import _strip_comments, parse_exports
 from .result import Result
 from .spec import Exercise
 
@@ -38,12 +38,6 @@ DENY = [
 OUTPUT_TAIL = 2000
 
 
-def _strip(text: str) -> str:
-    from .exports import _strip_comments
-
-    return _strip_comments(text)
-
-
 def secret_seed_from_env() -> int | None:
     v = os.environ.get("GRADER_SECRET_SEED")
     return int(v) if v else None
@@ -58,7 +52,7 @@ def default_source(ex: Exercise, solutions: bool | None = None) -> Path:
 
 
 def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
-    text = _strip(source.text)
+    text = _strip_comments(source.text)
     if not source.text.strip():
         result.add("source", "readable", "fail", "the file is empty")
         return False

@@ -46,7 +46,6 @@ def run_case(ex, mod, case, seed):
     """One correctness run. Returns (ok, message, outputs, inputs, expected)."""
     import torch
 
-    from .compare import compare, unchanged
     from .spec import poison
 
     p = case.params
