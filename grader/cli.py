@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="overwrite stubs with edits (keeps a .bak)")
     p.set_defaults(fn=cmd_release)
     p = sub.add_parser("verify", help="the GPU verification run: notebooks, every solution and stub, a report")
-    p.add_argument("--out", default="reports", help="folder for report.md and report.json")
+    p.add_argument("--out", default="reports", help="folder for gpu-verification.md and .json")
     p.add_argument("--no-notebooks", action="store_true")
     p.set_defaults(fn=cmd_verify)
     args = parser.parse_args(argv)

@@ -8,7 +8,7 @@ notebook. In one command it:
      fail correctness, cleanly), timing alone on the GPU;
   3. runs the grader's GPU tests (crash, hang and wrong-answer submissions);
   4. executes every notebook with the solutions through nbval;
-and writes report.md and report.json (commit them under reports/).
+and writes gpu-verification.md and .json (commit them under reports/).
 """
 from __future__ import annotations
 
@@ -219,8 +219,8 @@ def verify(out: str | Path, notebooks: bool = True) -> int:
 
     def save():
         report["seconds"] = time.perf_counter() - t0
-        (out / "report.json").write_text(json.dumps(report, indent=1))
-        (out / "report.md").write_text(_markdown(report))
+        (out / "gpu-verification.json").write_text(json.dumps(report, indent=1))
+        (out / "gpu-verification.md").write_text(_markdown(report))
         (out / "verify.log").write_text("\n".join(lines) + "\n")
 
     log(json.dumps(report["environment"]))
