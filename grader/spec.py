@@ -38,7 +38,8 @@ class Exercise:
     entry_points: list[str]      # expected prototypes, e.g. "cudaError_t f(float* out, int64_t n, cudaStream_t stream)"
     cases: list[Case]
     make_inputs: Callable[[dict, Any], dict]            # (case params, torch.Generator) -> named inputs
-    make_outputs: Callable[[dict, dict], dict]          # (params, inputs) -> named output tensors
+    make_outputs: Callable[[dict, dict], dict]          # (params, inputs) -> named output tensors (fresh;
+                                                        # in-place results are named after their input)
     call: Callable[[Any, dict, dict, dict], None]       # (module, params, inputs, outputs)
     reference: Callable[[dict, dict], dict]             # (params, inputs) -> expected outputs, fp32/fp64
     tolerance: Callable[[dict], Tolerance]              # per case (dtype decides)
@@ -49,6 +50,7 @@ class Exercise:
     target_note: str = ""
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
+    inplace: tuple[str, ...] = ()                       # inputs the kernel updates in place (also outputs)
     notebook: str = ""                                  # the notebook that teaches it
     timeout_s: float = 180.0
 
