@@ -1,0 +1,63 @@
+"""Hardware counters through Nsight Compute (`ncu`), where it works.
+
+`ncu` needs a GPU and a runtime that lets it read counters (on the course's H200
+machine it does with `--clock-control none`, which leaves the clocks as found).
+Everything here returns None rather than raising when it cannot measure.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import toolchain
+
+# Shared-memory bank conflicts of loads and stores (sm_70 and later).
+BANK_CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+
+
+def ncu_path() -> str | None:
+    home = toolchain.cuda_home()
+    for p in ([home / "bin" / "ncu"] if home else []):
+        if p.exists():
+            return str(p)
+    return shutil.which("ncu")
+
+
+def available() -> bool:
+    return toolchain.has_gpu() and ncu_path() is not None
+
+
+def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: float = 180) -> list[dict] | None:
+    """Run `code` in a fresh Python under ncu; return one row per kernel launch:
+    {"kernel": name, "id": launch index, metric: value, ...}, or None if ncu cannot run."""
+    ncu = ncu_path()
+    if not (ncu and toolchain.has_gpu()):
+        return None
+    with tempfile.TemporaryDirectory(prefix="ncu-") as tmp:
+        script = Path(tmp) / "profiled.py"
+        script.write_text(code)
+        env = dict(os.environ, PYTHONPATH=str(toolchain.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), sys.executable, str(script)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        except (subprocess.TimeoutExpired, OSError):
+            return None
+    lines = proc.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if proc.returncode != 0 or start is None:
+        return None
+    rows: dict[str, dict] = {}
+    for rec in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        row = rows.setdefault(rec["ID"], {"kernel": rec["Kernel Name"], "id": int(rec["ID"])})
+        try:
+            row[rec["Metric Name"]] = float(rec["Metric Value"].replace(",", ""))
+        except ValueError:
+            row[rec["Metric Name"]] = rec["Metric Value"]
+    return sorted(rows.values(), key=lambda r: r["id"])
