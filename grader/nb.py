@@ -84,12 +84,18 @@ def measure_bandwidth(fns: dict, nbytes: dict | int, include_copy: bool = True, 
 
 
 def _record(label: str, measured: dict) -> None:
-    """During the GPU verification (COURSE_MEASUREMENTS set), keep what the notebook measured."""
+    for name, m in measured.items():
+        record(label, name, **m)
+
+
+def record(label: str, name: str, **metrics) -> None:
+    """Keep a measurement for the GPU verification report (when COURSE_MEASUREMENTS is set):
+    e.g. record("day04 bank conflicts", "transpose_v2_shared", loads=..., stores=...).
+    Bandwidth measurements (gbps, copy_ratio) are recorded by measure_bandwidth itself."""
     import json
 
     path = os.environ.get("COURSE_MEASUREMENTS")
     if not path:
         return
     with open(path, "a", encoding="utf-8") as f:
-        for name, m in measured.items():
-            f.write(json.dumps({"label": label, "name": name, **m}) + "\n")
+        f.write(json.dumps({"label": label, "name": name, **metrics}) + "\n")

@@ -50,6 +50,7 @@ class Exercise:
     target_note: str = ""
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
+    ncu_zero: dict[str, str] = field(default_factory=dict)  # ncu metric -> why it must be 0 (where ncu runs)
     inplace: tuple[str, ...] = ()                       # inputs the kernel updates in place (also outputs)
     notebook: str = ""                                  # the notebook that teaches it
     timeout_s: float = 180.0

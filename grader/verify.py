@@ -187,11 +187,19 @@ def _markdown(report: dict) -> str:
             cold_s = f"{c['seconds']:.1f}" if c["ok"] else "FAILED"
             out.append(f"| {c['label']} | {cold_s} | {w['seconds']:.2f} |" if w else f"| {c['label']} | {cold_s} | - |")
     m = report.get("notebook_measurements") or []
-    if m:
+    bw = [r for r in m if "gbps" in r]
+    if bw:
         out += ["", "## Measured in the notebooks", "", "| notebook measurement | kernel | GB/s | x copy |", "|---|---|---|---|"]
-        for r in m:
+        for r in bw:
             ratio = f"{r['copy_ratio']:.3f}" if r.get("copy_ratio") is not None else "-"
             out.append(f"| {r.get('label', '')} | {r['name']} | {r['gbps']:.0f} | {ratio} |")
+    other = [r for r in m if "gbps" not in r]
+    if other:
+        out += ["", "## Other notebook measurements", "", "| measurement | what | values |", "|---|---|---|"]
+        for r in other:
+            values = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()
+                               if k not in ("label", "name"))
+            out.append(f"| {r.get('label', '')} | {r['name']} | {values} |")
     out += ["", "## Test runs", ""]
     for name, t in report.get("pytest", {}).items():
         out.append(f"- {name}: exit {t['rc']} in {t['seconds']:.0f} s: `{t['summary']}`")
