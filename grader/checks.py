@@ -196,7 +196,33 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     if secret is not None:
         seed_list.append(["secret", secret])
     _run_worker(ex, built, seed_list, perf, result, timeout)
+    if ex.ncu_zero:
+        _ncu_checks(ex, built, result)
     return _finish(result, t0)
+
+
+def _ncu_checks(ex: Exercise, built, result: Result) -> None:
+    """Hardware counters that must be zero (e.g. shared-memory bank conflicts), read by
+    Nsight Compute on one call of the largest untimed case, where ncu can run."""
+    from . import ncu
+
+    if not ncu.available():
+        result.add("work", "ncu counters", "skip", "skipped: Nsight Compute (ncu) is not available here")
+        return
+    case = max((c for c in ex.cases if not c.perf), key=lambda c: ex.bytes_moved(c.params))
+    with tempfile.TemporaryDirectory(prefix="grader-ncu-") as tmp:
+        cfg = Path(tmp) / "config.json"
+        cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": str(built.directory),
+                                   "module_name": built.name, "case": case.label}))
+        rows = ncu.profile_python(f"from grader.worker import call_once\ncall_once({str(cfg)!r})\n",
+                                  list(ex.ncu_zero), kernels=built.kernels)
+    if not rows:
+        result.add("work", "ncu counters", "skip", "skipped: ncu could not read the counters here")
+        return
+    for metric, why in ex.ncu_zero.items():
+        total = sum(r.get(metric, 0) for r in rows if isinstance(r.get(metric, 0), float))
+        detail = f"{metric} = {total:.0f} over {len(rows)} launches of your kernels ({case.label}): {why}"
+        result.add("work", metric.split("__")[-1], "pass" if total == 0 else "fail", detail)
 
 
 def _finish(result: Result, t0: float) -> Result:

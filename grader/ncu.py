@@ -34,9 +34,11 @@ def available() -> bool:
     return toolchain.has_gpu() and ncu_path() is not None
 
 
-def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: float = 180) -> list[dict] | None:
+def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: float = 180,
+                   kernels: list[str] | None = None) -> list[dict] | None:
     """Run `code` in a fresh Python under ncu; return one row per kernel launch:
-    {"kernel": name, "id": launch index, metric: value, ...}, or None if ncu cannot run."""
+    {"kernel": name, "id": launch index, metric: value, ...}, or None if ncu cannot run.
+    `kernels` limits profiling to kernels whose names match one of these."""
     ncu = ncu_path()
     if not (ncu and toolchain.has_gpu()):
         return None
@@ -44,7 +46,9 @@ def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: flo
         script = Path(tmp) / "profiled.py"
         script.write_text(code)
         env = dict(os.environ, PYTHONPATH=str(toolchain.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), sys.executable, str(script)]
+        only = ["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []
+        cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), *only,
+               sys.executable, str(script)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
         except (subprocess.TimeoutExpired, OSError):

@@ -94,27 +94,28 @@ def measure_builds(log) -> dict:
             "target_cold_s": TARGET_COLD_S, "target_cached_s": TARGET_CACHED_S}
 
 
-def grade_all(log) -> list[dict]:
+def grade(kind: str, log) -> list[dict]:
+    """Grade every solution (timed: run alone on the GPU) or every stub (correctness only)."""
     from . import exercises
     from .checks import check
 
     rows = []
     for ex in exercises.all_exercises().values():
-        for kind in ("solution", "stub"):
-            res = check(ex.id, solutions=(kind == "solution"), perf=(kind == "solution"),
-                        seeds=3 if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
-            ok = res.passed if kind == "solution" else (
-                any(i.group == "correctness" and i.status == "fail" for i in res.items)
-                and not any(i.group == "build" for i in res.failures))
-            perf = [{"case": i.name, **{k: i.metrics.get(k) for k in
-                                         ("gbps", "copy_gbps", "torch_gbps", "copy_ratio", "torch_ratio", "target")}}
-                    for i in res.performance()]
-            rows.append({"exercise": ex.id, "kind": kind, "expected": "pass" if kind == "solution" else "fail",
-                         "verdict": res.verdict, "as_expected": ok, "build_s": res.build_seconds,
-                         "seconds": res.seconds, "first_failure": res.first_failure()[:400], "perf": perf})
-            log(f"{ex.id} {kind}: {res.verdict} ({'as expected' if ok else 'NOT AS EXPECTED'})")
-            if not ok:
-                log(str(res))
+        res = check(ex.id, solutions=(kind == "solution"), perf=(kind == "solution"),
+                    seeds=3 if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
+        ok = res.passed if kind == "solution" else (
+            any(i.group == "correctness" and i.status == "fail" for i in res.items)
+            and not any(i.group == "build" for i in res.failures))
+        perf = [{"case": i.name, **{k: i.metrics.get(k) for k in
+                                     ("gbps", "copy_gbps", "torch_gbps", "copy_ratio", "torch_ratio", "target")}}
+                for i in res.performance()]
+        rows.append({"exercise": ex.id, "kind": kind, "expected": "pass" if kind == "solution" else "fail",
+                     "verdict": res.verdict, "as_expected": ok, "build_s": res.build_seconds,
+                     "seconds": res.seconds, "first_failure": res.first_failure()[:400], "perf": perf,
+                     "items": [i.__dict__ for i in res.items if i.status != "pass" or i.group == "performance"]})
+        log(f"{ex.id} {kind}: {res.verdict} ({'as expected' if ok else 'NOT AS EXPECTED'}) in {res.seconds:.0f} s")
+        if not ok:
+            log(str(res))
     return rows
 
 
@@ -128,6 +129,12 @@ def _pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
             rc = "timeout"
     tail = log_path.read_text(errors="replace").strip().splitlines()
     return {"rc": rc, "seconds": time.perf_counter() - t0, "summary": tail[-1] if tail else ""}
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
 
 
 def _env_info() -> dict:
@@ -234,11 +241,18 @@ def verify(out: str | Path, notebooks: bool = True) -> int:
     log(json.dumps(report["environment"]))
     report["builds"] = measure_builds(log)
     save()
-    report["grading"] = grade_all(log)
+    # Timed work runs alone on the GPU: the solutions first, the notebooks last. In between,
+    # the untimed work side by side: the stubs' correctness runs and the grader's GPU tests
+    # (crashing, hanging and wrong submissions, several at a time through pytest-xdist).
+    report["grading"] = grade("solution", log)
     save()
     name = "grader GPU tests (crash, hang, wrong answer, stubs)"
-    report["pytest"][name] = _pytest(["tests", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts="],
-                                     _env(), out / "pytest-gpu-tests.log", 240)
+    xdist = ["-n", "4"] if _has_module("xdist") else []
+    with cf.ThreadPoolExecutor(max_workers=1) as pool:
+        stubs = pool.submit(grade, "stub", log)
+        report["pytest"][name] = _pytest(["tests", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                                          *xdist], _env(), out / "pytest-gpu-tests.log", 300)
+        report["grading"] += stubs.result()
     log(f"{name}: {report['pytest'][name]['summary']}")
     save()
     if notebooks:

@@ -176,6 +176,22 @@ def _perf(ex, mod, case, flusher, emit):
     emit(group="performance", name=case.label, status=status, detail=detail, metrics=metrics)
 
 
+def call_once(config_path: str) -> None:
+    """Run one case once, unchecked: the process that `ncu` profiles for hardware counters."""
+    import torch
+
+    from . import build, exercises
+
+    cfg = json.loads(open(config_path, encoding="utf-8").read())
+    ex = exercises.get(cfg["exercise"])
+    mod = build.load_built(cfg["module_dir"], cfg["module_name"])
+    case = next(c for c in ex.cases if c.label == cfg["case"])
+    inputs = ex.make_inputs(case.params, torch.Generator(device="cuda").manual_seed(0))
+    outputs = _fresh_outputs(ex, case.params, inputs)
+    ex.call(mod, case.params, inputs, outputs)
+    torch.cuda.synchronize()
+
+
 def main(config_path: str) -> int:
     cfg = json.loads(open(config_path, encoding="utf-8").read())
     emit = Emitter(cfg["results"])
