@@ -5,10 +5,12 @@
 //   level 3  after __syncthreads, every warp reads the (at most 32) partials and reduces them
 //            with shuffles again, so every thread of the block ends up holding the result
 //
-// For a block of 1024 threads that is 5 + 5 shuffle steps and two barriers, instead of the
-// 10 barriers of a shared-memory tree. FlashInfer's norm.cuh does the same, except that only
-// warp 0 reduces the partials and broadcasts the result through shared memory (a third
-// barrier's worth of waiting); here every warp repeats that cheap level-3 reduction instead.
+// For a block of 1024 threads that is 5 + 5 shuffle steps and two barriers, where a tree in
+// shared memory needs a barrier per halving step (10). FlashInfer's norm.cuh does the same,
+// except that only warp 0 reduces the partials and broadcasts the result through shared
+// memory, which is what its second barrier is for. Here every warp repeats the cheap level-3
+// reduction, so the result arrives in registers; the second barrier only makes the function
+// safe to call again.
 //
 // Rules for the caller:
 //   * a 1-D block whose size is a multiple of 32 (the shuffles use the full-warp mask, so
