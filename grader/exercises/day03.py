@@ -1,0 +1,205 @@
+"""Day 3 exercises: GELU-tanh-and-mul with tanh.approx (fp16 / bf16), and a warp reduction
+through PTX butterfly shuffles."""
+from __future__ import annotations
+
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
+
+NOTEBOOK = "notebooks/day03_ptx_and_fast_math.ipynb"
+
+# ------------------------------------------------------------------ gelu_tanh_and_mul
+# (num_tokens, d): tails 1/2/3/127/128/129, hidden sizes that are not a multiple of the
+# 8-element vector (111, 500, 4100), batch 1/19/99/989, a misaligned base pointer, and
+# 16384 x 8192 (805 MB moved, 13x the L2), which is also timed.
+GELU_SHAPES = [(1, 1), (1, 2), (2, 3), (3, 127), (19, 128), (99, 129), (989, 111), (19, 500),
+               (1, 4096), (7, 4100), (128, 8192)]
+DTYPES = ("fp16", "bf16")
+INPUT_BOUND = 4.0  # inputs are uniform in [-4, 4]: GELU's bend and both of its tails
+
+# tanh.approx.f32's documented error (PTX ISA): 2^-11 relative; the fp16 form's 2^-10.987
+# absolute is the larger of the two readings, and the bound below uses it.
+TANH_APPROX_ERR = 2.0 ** -10.987
+UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}  # rounding the fp32 result once
+
+
+def _gelu_cases():
+    cases = []
+    for dt in DTYPES:
+        cases += [Case(f"{dt} tokens={t} d={d}", {"dtype": dt, "tokens": t, "d": d, "offset": 0})
+                  for t, d in GELU_SHAPES]
+        cases.append(Case(f"{dt} tokens=33 d=1024 misaligned by 1",
+                          {"dtype": dt, "tokens": 33, "d": 1024, "offset": 1}))
+    cases += [Case(f"{dt} tokens=16384 d=8192 (past L2)", {"dtype": dt, "tokens": 16384, "d": 8192, "offset": 0},
+                   perf=True) for dt in DTYPES]
+    return cases
+
+
+def _torch_dtype(p):
+    import torch
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}[p["dtype"]]
+
+
+def _gelu_inputs(p, gen):
+    import torch
+
+    x = torch.rand(p["tokens"], 2 * p["d"], generator=gen, device="cuda") * (2 * INPUT_BOUND) - INPUT_BOUND
+    return {"input": offset_view(x.to(_torch_dtype(p)), p["offset"])}
+
+
+def _gelu_outputs(p, inputs):
+    return {"out": empty_like_offset((p["tokens"], p["d"]), _torch_dtype(p), "cuda", p["offset"])}
+
+
+def _gelu_call(mod, p, inputs, outputs):
+    getattr(mod, f"gelu_tanh_and_mul_{p['dtype']}")(outputs["out"], inputs["input"], p["tokens"], p["d"])
+
+
+def _gelu_reference(p, inputs):
+    import torch.nn.functional as F
+
+    x = inputs["input"].double()  # exact tanh, in fp64, from the same fp16/bf16 inputs
+    d = p["d"]
+    return {"out": F.gelu(x[:, :d], approximate="tanh") * x[:, d:]}
+
+
+def _gelu_baseline(p, inputs, outputs):
+    import torch.nn.functional as F
+
+    x, d = inputs["input"], p["d"]
+    outputs["out"].copy_(F.gelu(x[:, :d], approximate="tanh") * x[:, d:])  # eager: two kernels, a temporary
+
+
+def _gelu_tolerance(p):
+    # out = 0.5 v (1 + t) u with t = tanh(...). An error e_t <= TANH_APPROX_ERR in t moves out by
+    # 0.5 |v u| e_t <= 0.5 * 4 * 4 * 2^-10.987 = 3.94e-3 (atol, for v < 0, where out is near 0);
+    # for v >= 0, 1 + t >= 1, so that is also <= e_t |out| (rtol). Rounding the result to the
+    # output type adds UNIT_ROUNDOFF |out|; fp32 arithmetic adds ~1e-6 relative.
+    u = UNIT_ROUNDOFF[p["dtype"]]
+    atol = 0.5 * INPUT_BOUND * INPUT_BOUND * TANH_APPROX_ERR
+    rtol = TANH_APPROX_ERR + u
+    rejects = "A zero output, or a result rounded through bf16 (2^-8), is rejected." if p["dtype"] == "fp16" \
+        else "A zero output is rejected."
+    return Tolerance(
+        round(rtol * 1.01, 6), round(atol * 1.01, 6),
+        f"tanh.approx.f32 errs by at most 2^-10.987 (PTX ISA); in 0.5 v (1 + t) u with |v|, |u| <= 4 that "
+        f"is <= {atol:.3g} absolute, and <= 2^-10.987 relative where v >= 0; plus one {p['dtype']} rounding "
+        f"({u:.3g} relative); 1% slack. {rejects}")
+
+
+# ------------------------------------------------------------------------ warp_reduce
+# (rows, cols): rows of 1/2/3/127/128/129 columns (one lane's share is empty, or 1, 4 or 5
+# elements), a row longer than a warp covers many times, columns not a multiple of the
+# 4-float vector, a misaligned base pointer, and 65536 x 4096 fp32 (1.07 GB read), timed.
+REDUCE_SHAPES = [(1, 1), (2, 2), (3, 3), (1, 127), (5, 128), (7, 129), (127, 31), (128, 32), (129, 33),
+                 (19, 1000), (3, 4100), (989, 4), (2, 65536), (1000, 4097)]
+
+
+def _reduce_cases():
+    cases = [Case(f"rows={r} cols={c}", {"rows": r, "cols": c, "offset": 0}) for r, c in REDUCE_SHAPES]
+    cases.append(Case("rows=33 cols=1024 misaligned by 1", {"rows": 33, "cols": 1024, "offset": 1}))
+    cases.append(Case("rows=65536 cols=4096 (past L2)", {"rows": 65536, "cols": 4096, "offset": 0}, perf=True))
+    return cases
+
+
+def _reduce_inputs(p, gen):
+    import torch
+
+    x = torch.rand(p["rows"], p["cols"], generator=gen, device="cuda") * 2 - 1  # in [-1, 1)
+    return {"input": offset_view(x, p["offset"])}
+
+
+def _reduce_outputs(p, inputs):
+    import torch
+
+    return {"row_sum": torch.empty(p["rows"], device="cuda"), "row_max": torch.empty(p["rows"], device="cuda")}
+
+
+def _reduce_call(mod, p, inputs, outputs):
+    mod.warp_reduce_rows(outputs["row_sum"], outputs["row_max"], inputs["input"], p["rows"], p["cols"])
+
+
+def _reduce_reference(p, inputs):
+    x = inputs["input"].double()
+    return {"row_sum": x.sum(dim=1), "row_max": x.amax(dim=1)}
+
+
+def _reduce_baseline(p, inputs, outputs):
+    x = inputs["input"]
+    torch_sum, torch_max = x.sum(dim=1), x.amax(dim=1)  # eager: two kernels, two passes over x
+    outputs["row_sum"].copy_(torch_sum)
+    outputs["row_max"].copy_(torch_max)
+
+
+def _reduce_tolerance(p):
+    # Summing n floats in fp32 in any order where no term passes through more than k additions
+    # errs by at most k * 2^-24 * sum|x| (first order, Higham). A lane adds its ceil(cols / 32)
+    # elements one after another (or fewer, in pairs), then 5 butterfly steps: k <= cols/32 + 8.
+    # With |x| <= 1, sum|x| <= cols. The maximum is exact, and far inside the same bound.
+    cols = p["cols"]
+    k = -(-cols // 32) + 8
+    atol = k * 2.0 ** -24 * cols
+    return Tolerance(
+        0.0, atol,
+        f"fp32 sum with at most {k} additions per term (a lane's ceil(cols/32) elements, then 5 "
+        f"butterfly steps, 3 spare): <= {k} * 2^-24 * cols = {atol:.2g} for inputs in [-1, 1). "
+        "The max must be exact up to the same bound; a zero output or a bf16 accumulation is rejected.")
+
+
+EXERCISES = [
+    Exercise(
+        id="day03.gelu_tanh_and_mul",
+        title="GELU-tanh-and-mul with tanh.approx and 16-byte loads",
+        summary="out[t, i] = gelu_tanh(x[t, i]) * x[t, d + i] for fp16 and bf16, x of shape [tokens, 2d], "
+                "gelu_tanh(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))). Compute tanh with "
+                "course::ptx_tanh (one MUFU.TANH), move 16 bytes per load, handle any d, aligned or not.",
+        entry_points=[
+            "cudaError_t gelu_tanh_and_mul_fp16(__half* out, const __half* input, int64_t num_tokens, int64_t d, "
+            "cudaStream_t stream)",
+            "cudaError_t gelu_tanh_and_mul_bf16(__nv_bfloat16* out, const __nv_bfloat16* input, "
+            "int64_t num_tokens, int64_t d, cudaStream_t stream)",
+        ],
+        cases=_gelu_cases(),
+        make_inputs=_gelu_inputs,
+        make_outputs=_gelu_outputs,
+        call=_gelu_call,
+        reference=_gelu_reference,
+        tolerance=_gelu_tolerance,
+        bytes_moved=lambda p: 3 * 2 * p["tokens"] * p["d"],
+        baseline=_gelu_baseline,
+        baseline_name="F.gelu(x[:, :d], approximate='tanh') * x[:, d:] (eager)",
+        target_copy_ratio=0.95,
+        target_note="FlashInfer's gelu_tanh_and_mul measured 0.98x on an H200, eager PyTorch 0.27x",
+        required_sass={
+            "MUFU.TANH": "tanh in one hardware instruction (tanh.approx.f32 through course::ptx_tanh)",
+            "LDG.E.128": "16-byte vector loads (course::vec_t<T, 8>::load)",
+        },
+        max_registers=64,
+        notebook=NOTEBOOK,
+    ),
+    Exercise(
+        id="day03.warp_reduce",
+        title="Row sum and row max, one warp per row, through PTX butterfly shuffles",
+        summary="row_sum[r] = sum(x[r, :]), row_max[r] = max(x[r, :]) for fp32 x of shape [rows, cols], any "
+                "cols >= 1. Combine the 32 lanes' partials with shfl.sync.bfly (course::shfl_xor or your "
+                "own asm): five steps, no shared memory.",
+        entry_points=[
+            "cudaError_t warp_reduce_rows(float* row_sum, float* row_max, const float* input, int64_t rows, "
+            "int64_t cols, cudaStream_t stream)",
+        ],
+        cases=_reduce_cases(),
+        make_inputs=_reduce_inputs,
+        make_outputs=_reduce_outputs,
+        call=_reduce_call,
+        reference=_reduce_reference,
+        tolerance=_reduce_tolerance,
+        bytes_moved=lambda p: 4 * p["rows"] * p["cols"] + 2 * 4 * p["rows"],
+        baseline=_reduce_baseline,
+        baseline_name="x.sum(1) and x.amax(1) (eager, two passes)",
+        target_copy_ratio=0.85,
+        target_note="a read-only stream runs at about the copy's bandwidth (no write-backs); 0.85 leaves room "
+                    "for the one-row-per-warp tail. Eager torch reads x twice",
+        required_sass={"SHFL.BFLY": "butterfly shuffles (shfl.sync.bfly.b32): every lane gets the result"},
+        max_registers=64,
+        notebook=NOTEBOOK,
+    ),
+]
