@@ -196,33 +196,41 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     if secret is not None:
         seed_list.append(["secret", secret])
     _run_worker(ex, built, seed_list, perf, result, timeout)
-    if ex.ncu_zero:
-        _ncu_checks(ex, built, result)
+    if ex.max_bank_conflicts_per_access is not None:
+        _bank_conflict_check(ex, built, result)
     return _finish(result, t0)
 
 
-def _ncu_checks(ex: Exercise, built, result: Result) -> None:
-    """Hardware counters that must be zero (e.g. shared-memory bank conflicts), read by
-    Nsight Compute on one call of the largest untimed case, where ncu can run."""
+def _bank_conflict_check(ex: Exercise, built, result: Result) -> None:
+    """Shared-memory bank conflicts per shared-memory instruction, for each of the
+    learner's kernels over all untimed cases, read by Nsight Compute where it runs."""
     from . import ncu
 
+    name = "bank conflicts (ncu)"
     if not ncu.available():
-        result.add("work", "ncu counters", "skip", "skipped: Nsight Compute (ncu) is not available here")
+        result.add("work", name, "skip", "skipped: Nsight Compute (ncu) is not available here")
         return
-    case = max((c for c in ex.cases if not c.perf), key=lambda c: ex.bytes_moved(c.params))
     with tempfile.TemporaryDirectory(prefix="grader-ncu-") as tmp:
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": str(built.directory),
-                                   "module_name": built.name, "case": case.label}))
+                                   "module_name": built.name}))
         rows = ncu.profile_python(f"from grader.worker import call_once\ncall_once({str(cfg)!r})\n",
-                                  list(ex.ncu_zero), kernels=built.kernels)
+                                  ncu.BANK_CONFLICTS + ncu.SHARED_INSTRUCTIONS, kernels=built.kernels)
     if not rows:
-        result.add("work", "ncu counters", "skip", "skipped: ncu could not read the counters here")
+        result.add("work", name, "skip", "skipped: ncu could not read the counters here")
         return
-    for metric, why in ex.ncu_zero.items():
-        total = sum(r.get(metric, 0) for r in rows if isinstance(r.get(metric, 0), float))
-        detail = f"{metric} = {total:.0f} over {len(rows)} launches of your kernels ({case.label}): {why}"
-        result.add("work", metric.split("__")[-1], "pass" if total == 0 else "fail", detail)
+    per_kernel: dict[str, list[float]] = {}
+    for r in rows:
+        totals = per_kernel.setdefault(r["kernel"].split("(")[0], [0.0, 0.0])
+        totals[0] += sum(r.get(m, 0.0) for m in ncu.BANK_CONFLICTS if isinstance(r.get(m), float))
+        totals[1] += sum(r.get(m, 0.0) for m in ncu.SHARED_INSTRUCTIONS if isinstance(r.get(m), float))
+    limit = ex.max_bank_conflicts_per_access
+    worst = max(c / i if i else 0.0 for c, i in per_kernel.values())
+    detail = "; ".join(f"{k}: {c:,.0f} conflicts / {i:,.0f} shared accesses = {c / i if i else 0:.3f}"
+                       for k, (c, i) in per_kernel.items())
+    result.add("work", name, "pass" if worst <= limit else "fail",
+               f"at most {limit} extra passes per shared access allowed (a 2-way conflict on every access "
+               f"is 1.0): {detail}")
 
 
 def _finish(result: Result, t0: float) -> Result:

@@ -177,7 +177,7 @@ def _perf(ex, mod, case, flusher, emit):
 
 
 def call_once(config_path: str) -> None:
-    """Run one case once, unchecked: the process that `ncu` profiles for hardware counters."""
+    """Run the untimed cases once each, unchecked: the process `ncu` profiles for counters."""
     import torch
 
     from . import build, exercises
@@ -185,11 +185,13 @@ def call_once(config_path: str) -> None:
     cfg = json.loads(open(config_path, encoding="utf-8").read())
     ex = exercises.get(cfg["exercise"])
     mod = build.load_built(cfg["module_dir"], cfg["module_name"])
-    case = next(c for c in ex.cases if c.label == cfg["case"])
-    inputs = ex.make_inputs(case.params, torch.Generator(device="cuda").manual_seed(0))
-    outputs = _fresh_outputs(ex, case.params, inputs)
-    ex.call(mod, case.params, inputs, outputs)
-    torch.cuda.synchronize()
+    for case in ex.cases:
+        if case.perf:
+            continue
+        inputs = ex.make_inputs(case.params, torch.Generator(device="cuda").manual_seed(0))
+        outputs = _fresh_outputs(ex, case.params, inputs)
+        ex.call(mod, case.params, inputs, outputs)
+        torch.cuda.synchronize()
 
 
 def main(config_path: str) -> int:

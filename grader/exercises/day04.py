@@ -1,7 +1,6 @@
 """Day 4 exercise: a conflict-free matrix transpose (fp32 and fp16), any shape."""
 from __future__ import annotations
 
-from ..ncu import BANK_CONFLICTS
 from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
 
 # (rows, cols): single elements, single rows and columns, tails 1/2/3/127/128/129 around the
@@ -99,12 +98,11 @@ EXERCISES = [
             "BAR.SYNC": "__syncthreads between writing the tile and reading it",
         },
         max_registers=64,
-        ncu_zero={
-            BANK_CONFLICTS[0]: "tile reads must hit 32 different banks: a tile column is spread over "
-                               "the banks by padding or an XOR swizzle",
-            BANK_CONFLICTS[1]: "tile writes must hit 32 different banks: a tile row is consecutive "
-                               "4-byte words",
-        },
+        # Tile reads and writes must spread over the 32 banks (padding or an XOR swizzle, counted
+        # in 4-byte bank words). The ncu counter is not exactly 0 even then (see grader/ncu.py):
+        # the padded and swizzled versions measured 0.07-0.10 extra passes per shared access on
+        # the H200, an unpadded tile 31.
+        max_bank_conflicts_per_access=0.25,
         notebook="notebooks/day04_shared_memory_and_bank_conflicts.ipynb",
     ),
 ]
