@@ -260,7 +260,7 @@ def verify(out: str | Path, notebooks: bool = True) -> int:
         name = "notebooks with the solutions (nbval)"
         report["pytest"][name] = _pytest(["notebooks", "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts="],
                                          _env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements)),
-                                         out / "pytest-notebooks.log", 400)
+                                         out / "pytest-notebooks.log", 330)
         log(f"notebooks: {report['pytest'][name]['summary']}")
         if measurements.exists():
             report["notebook_measurements"] = [json.loads(x) for x in measurements.read_text().splitlines() if x]
