@@ -112,7 +112,7 @@ def grade(kind: str, log) -> list[dict]:
         rows.append({"exercise": ex.id, "kind": kind, "expected": "pass" if kind == "solution" else "fail",
                      "verdict": res.verdict, "as_expected": ok, "build_s": res.build_seconds,
                      "seconds": res.seconds, "first_failure": res.first_failure()[:400], "perf": perf,
-                     "items": [i.__dict__ for i in res.items if i.status != "pass" or i.group == "performance"]})
+                     "items": [i.__dict__ for i in res.items if i.status != "pass" or i.group in ("performance", "work")]})
         log(f"{ex.id} {kind}: {res.verdict} ({'as expected' if ok else 'NOT AS EXPECTED'}) in {res.seconds:.0f} s")
         if not ok:
             log(str(res))
@@ -175,6 +175,11 @@ def _markdown(report: dict) -> str:
             perf = (f" {c['case']} | {c['gbps']:.0f} | {c['copy_ratio']:.3f} | {c['target']:.2f} | "
                     f"{c['torch_ratio']:.2f} |" if c else " - | - | - | - | - |")
             out.append((first if i == 0 else "| | | | | | |") + perf)
+    work = [(r["exercise"], i) for r in report["grading"] if r["kind"] == "solution"
+            for i in r.get("items", []) if i["group"] == "work"]
+    if work:
+        out += ["", "Did the solutions do the work (torch.profiler; ncu where it runs):", ""]
+        out += [f"- {ex}: {i['name']}: {i['status']}: {i['detail'][:300]}" for ex, i in work]
     stubs = [r for r in report["grading"] if r["kind"] == "stub"]
     out += ["", "Stub failures (what a learner sees first):", ""]
     out += [f"- {r['exercise']}: {r['first_failure'][:200]}" for r in stubs]
