@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import build as _build
@@ -34,6 +35,9 @@ DENY = [
     (r"\bcudaMemcpy\w*|\bcudaMemset\w*", "copies or sets memory through the runtime instead of a kernel"),
     (r"\btry\s*\{|\bcatch\s*\(", "has a try/catch fallback"),
     (r"\b(system|popen|dlopen|fork|execv\w*)\s*\(", "runs other programs or loads libraries"),
+    (r"\b(fopen|freopen|syscall|open|openat|mmap)\s*\(|\b(i|o|)fstream\b|\bFILE\s*\*", "reads or writes files"),
+    (r'#\s*include\s*"(?!course/)', "includes a file other than the course headers (\"course/...\")"),
+    (r"#\s*include\s*[<\"](/|[^>\"]*\.\.)", "includes a file by path"),
 ]
 OUTPUT_TAIL = 2000
 
@@ -112,28 +116,65 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
     return ok
 
 
-def _run_worker(ex: Exercise, built, seeds, perf: bool, result: Result, timeout: float | None) -> None:
+@dataclass
+class RunOptions:
+    """How the grading subprocess runs: seeds, timing, limits and where its code comes from."""
+    seeds: list = field(default_factory=lambda: [["0", 0], ["1", 1], ["2", 2]])
+    perf: bool = True
+    timeout: float | None = None
+    memory_limit_gb: float | None = None    # host memory (RSS) of the grading process
+    runtime_root: str | None = None         # a copy of the grader without solutions/ (class grading)
+    copy_gbps: float | None = None          # copy bandwidth calibrated once per run (class grading)
+
+
+@dataclass
+class Prepared:
+    """What `prepare` hands to `run`: the result so far and, if it built, the module's location."""
+    result: Result
+    module_dir: str | None = None
+    module_name: str | None = None
+    kernels: list = field(default_factory=list)
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
+    result = prep.result
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         results = Path(tmp) / "results.jsonl"
         results.touch()
-        config = {"exercise": ex.id, "module_dir": str(built.directory), "module_name": built.name,
-                  "kernels": built.kernels, "seeds": seeds, "perf": perf, "results": str(results)}
+        config = {"exercise": ex.id, "module_dir": prep.module_dir, "module_name": prep.module_name,
+                  "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
+                  "copy_gbps": opts.copy_gbps}
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps(config))
         log = Path(tmp) / "output.log"
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(toolchain.ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        limit = timeout or ex.timeout_s
+        env["PYTHONPATH"] = (opts.runtime_root or str(toolchain.ROOT)) + os.pathsep + env.get("PYTHONPATH", "")
+        limit = opts.timeout or ex.timeout_s
+        timed_out = over_memory = False
         with open(log, "wb") as logf:
             proc = subprocess.Popen([sys.executable, "-m", "grader.worker", str(cfg)], cwd=tmp, env=env,
                                     stdout=logf, stderr=subprocess.STDOUT)
-            try:
-                rc = proc.wait(timeout=limit)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc, timed_out = None, True
+            deadline = time.monotonic() + limit
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    timed_out = True
+                elif opts.memory_limit_gb and _rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30:
+                    over_memory = True
+                if timed_out or over_memory:
+                    proc.kill()
+                    break
+                time.sleep(0.05)
+            rc = proc.wait()
         running, done, fatal = None, False, None
         for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
             rec = json.loads(line)
@@ -146,18 +187,73 @@ def _run_worker(ex: Exercise, built, seeds, perf: bool, result: Result, timeout:
             elif "group" in rec:
                 result.add(rec["group"], rec["name"], rec["status"], rec.get("detail", ""), rec.get("metrics"))
                 running = None
+        group = {c.label: "performance" for c in ex.perf_cases}.get(running, "correctness")
+        group = "work" if running == "kernels launched" else group
         if timed_out:
-            group = {c.label: "performance" for c in ex.perf_cases}.get(running, "correctness")
-            group = "work" if running == "kernels launched" else group
             result.add(group, running or "run", "fail",
                        f"no result within {limit:.0f} s: the kernel hangs or is far too slow "
                        f"(the grading process was stopped)")
+        elif over_memory:
+            result.add(group, running or "run", "fail",
+                       f"the grading process used more than {opts.memory_limit_gb:g} GB of host memory "
+                       f"and was stopped")
         elif not done:
             tail = log.read_bytes()[-OUTPUT_TAIL:].decode("utf-8", errors="replace").strip()
             where = f" while running '{running}'" if running else ""
             why = fatal or f"the grading process died{where} (exit code {rc})"
             if not fatal or "crashed" not in fatal:
                 result.add("correctness", running or "run", "fail", why + (f"\n{tail}" if tail else ""))
+
+
+def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = None) -> Prepared:
+    """Everything before the kernel runs: read, static checks, SASS, build. Needs no GPU to
+    compile; builds the extension only where a GPU will run it."""
+    result = Result(ex.id, display or _build.display_path(path), toolchain.mode())
+    prep = Prepared(result)
+    try:
+        src = _build.Source.read(path)
+    except FileNotFoundError:
+        result.add("source", "readable", "fail", f"no such file: {display or path}")
+        return prep
+    except _build.BuildError as e:
+        result.add("source", "readable", "fail", e.first_error)
+        return prep
+    if display:
+        src = _build.Source(display, src.text)
+    if not static_checks(ex, src, result):
+        return prep
+    sass_checks(ex, src, result)
+    if any(i.group == "build" for i in result.failures):
+        return prep
+    if not toolchain.has_gpu():
+        for group in ("correctness", "work", "performance"):
+            result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
+        return prep
+    try:
+        built = _build.build([src], name=ex.id.replace(".", "_"), quiet=quiet)
+    except _build.BuildError as e:
+        result.add("build", "torch extension", "fail", e.summary())
+        return prep
+    result.build_seconds = built.seconds
+    prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
+    return prep
+
+
+def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
+    """Run a prepared submission on the GPU in its own process (if it built)."""
+    if prep.module_dir:
+        _run_worker(ex, prep, opts)
+        if ex.max_bank_conflicts_per_access is not None:
+            _bank_conflict_check(ex, prep, prep.result)
+    return prep.result
+
+
+def seed_list(seeds: int, secret_seed: int | None) -> list:
+    out = [[str(s), s] for s in range(seeds)]
+    secret = secret_seed if secret_seed is not None else secret_seed_from_env()
+    if secret is not None:
+        out.append(["secret", secret])
+    return out
 
 
 def check(exercise: str, source: str | Path | None = None, solutions: bool | None = None,
@@ -167,41 +263,12 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     t0 = time.perf_counter()
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
-    result = Result(ex.id, _build.display_path(path), toolchain.mode())
-    try:
-        src = _build.Source.read(path)
-    except FileNotFoundError:
-        result.add("source", "readable", "fail", f"no such file: {path}")
-        return _finish(result, t0)
-    except _build.BuildError as e:
-        result.add("source", "readable", "fail", e.first_error)
-        return _finish(result, t0)
-    if not static_checks(ex, src, result):
-        return _finish(result, t0)
-    sass_checks(ex, src, result)
-    if any(i.group == "build" for i in result.failures):
-        return _finish(result, t0)
-    if not toolchain.has_gpu():
-        for group in ("correctness", "work", "performance"):
-            result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
-        return _finish(result, t0)
-    try:
-        built = _build.build([src], name=ex.id.replace(".", "_"), quiet=quiet)
-    except _build.BuildError as e:
-        result.add("build", "torch extension", "fail", e.summary())
-        return _finish(result, t0)
-    result.build_seconds = built.seconds
-    seed_list = [[str(s), s] for s in range(seeds)]
-    secret = secret_seed if secret_seed is not None else secret_seed_from_env()
-    if secret is not None:
-        seed_list.append(["secret", secret])
-    _run_worker(ex, built, seed_list, perf, result, timeout)
-    if ex.max_bank_conflicts_per_access is not None:
-        _bank_conflict_check(ex, built, result)
-    return _finish(result, t0)
+    prep = prepare(ex, path, quiet=quiet)
+    run(ex, prep, RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf, timeout=timeout))
+    return _finish(prep.result, t0)
 
 
-def _bank_conflict_check(ex: Exercise, built, result: Result) -> None:
+def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result) -> None:
     """Shared-memory bank conflicts per shared-memory instruction, for each of the
     learner's kernels over all untimed cases, read by Nsight Compute where it runs."""
     from . import ncu
@@ -212,8 +279,8 @@ def _bank_conflict_check(ex: Exercise, built, result: Result) -> None:
         return
     with tempfile.TemporaryDirectory(prefix="grader-ncu-") as tmp:
         cfg = Path(tmp) / "config.json"
-        cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": str(built.directory),
-                                   "module_name": built.name}))
+        cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": built.module_dir,
+                                   "module_name": built.module_name}))
         rows = ncu.profile_python(f"from grader.worker import call_once\ncall_once({str(cfg)!r})\n",
                                   ncu.BANK_CONFLICTS + ncu.SHARED_INSTRUCTIONS, kernels=built.kernels)
     if not rows:

@@ -63,6 +63,14 @@ def cmd_release(args) -> int:
     return release(check=args.check, force=args.force)
 
 
+def cmd_grade(args) -> int:
+    from .classroom import grade_class
+
+    return grade_class(args.submissions, args.out, only=args.only, force=args.force, jobs=args.jobs,
+                       timeout=args.timeout, memory_gb=args.memory_gb, secret_seed=args.secret_seed,
+                       seeds=args.seeds)
+
+
 def cmd_verify(args) -> int:
     from .verify import verify
 
@@ -84,6 +92,17 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true", help="fail if a stub differs from its solution's")
     p.add_argument("--force", action="store_true", help="overwrite stubs with edits (keeps a .bak)")
     p.set_defaults(fn=cmd_release)
+    p = sub.add_parser("grade", help="grade a class: a folder of submissions, one per student")
+    p.add_argument("submissions", help="folder: one folder (mirroring kernels/) or archive per student")
+    p.add_argument("--out", required=True, help="folder for the gradebook, results and feedback")
+    p.add_argument("--only", action="append", help="a day (day02) or exercise (day02.silu_and_mul); repeatable")
+    p.add_argument("--force", action="store_true", help="grade again what an earlier run already graded")
+    p.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the cores)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per submission on the GPU")
+    p.add_argument("--memory-gb", type=float, default=16.0, help="host memory limit per grading process")
+    p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
+    p.add_argument("--seeds", type=int, default=3, help="public seeds per correctness case")
+    p.set_defaults(fn=cmd_grade)
     p = sub.add_parser("verify", help="the GPU verification run: notebooks, every solution and stub, a report")
     p.add_argument("--out", default="reports", help="folder for gpu-verification.md and .json")
     p.add_argument("--no-notebooks", action="store_true")

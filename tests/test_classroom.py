@@ -1,0 +1,89 @@
+"""Grading a class: every kind of bad submission becomes a row with a reason; runs resume."""
+import io
+import json
+import shutil
+import tarfile
+import zipfile
+
+import pytest
+
+from grader import toolchain
+from grader.classroom import HIDDEN, _public, grade_class
+
+SOLUTION = toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+
+
+@pytest.fixture()
+def klass(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "ann" / "day01").mkdir(parents=True)
+    shutil.copy(SOLUTION, subs / "ann" / "day01" / "scale_add.cu")
+    (subs / "ben" / "kernels" / "day01").mkdir(parents=True)          # the kernels/ layout
+    (subs / "ben" / "kernels" / "day01" / "scale_add.cu").write_text(SOLUTION.read_text().replace(
+        "out[i] = alpha * x[i] + y[i];", "out[i] = alpha * x[i] + y[i]"))  # compile error
+    (subs / "cat" / "day01").mkdir(parents=True)
+    (subs / "cat" / "day01" / "scale_add.cu").write_bytes(b"")        # empty
+    (subs / "dan" / "day01").mkdir(parents=True)
+    (subs / "dan" / "day01" / "scale_add.cu").write_bytes(b"\xff\xfe")  # not UTF-8
+    with zipfile.ZipFile(subs / "eve.zip", "w") as z:                   # one top folder inside
+        z.writestr("eve-work/day01/scale_add.cu", SOLUTION.read_text())
+    with zipfile.ZipFile(subs / "fay.zip", "w") as z:                   # wrong layout
+        z.writestr("notes.txt", "hello")
+    with tarfile.open(subs / "gus.tar.gz", "w:gz") as t:                # escapes its folder
+        info = tarfile.TarInfo("../../evil.cu")
+        info.size = 1
+        t.addfile(info, io.BytesIO(b"x"))
+    (subs / "hal.zip").write_text("not a zip")                         # unreadable archive
+    (subs / "ida" / "day01").mkdir(parents=True)
+    (subs / "ida" / "day01" / "scale_add.cu").write_text(SOLUTION.read_text().replace(
+        "#include \"course/common.cuh\"", "#include \"course/common.cuh\"\n#include \"../../solutions/day01/scale_add.cu\""))
+    return subs, tmp_path / "out"
+
+
+def _rows(out):
+    return {r["student"]: r for r in json.loads((out / "gradebook.json").read_text())}
+
+
+def test_every_bad_submission_is_a_row_with_a_reason(klass):
+    subs, out = klass
+    assert grade_class(subs, out, only=["day01"], jobs=2, echo=lambda s: None) == 0
+    rows = _rows(out)
+    assert set(rows) == {"ann", "ben", "cat", "dan", "eve", "fay", "gus", "hal", "ida"}
+    expect = {"ben": "failed to build", "cat": "empty", "dan": "not UTF-8", "fay": "no day01/scale_add.cu",
+              "gus": "outside its folder", "hal": "cannot be read", "ida": "includes"}
+    for student, reason in expect.items():
+        assert rows[student]["verdict"] == "fail" and reason in rows[student]["failure"], rows[student]
+        assert rows[student]["score"] == 0
+    for good in ("ann", "eve"):
+        assert rows[good]["failure"] == "" and rows[good]["score"] > 0
+    assert "scale_add.cu:" in rows["ben"]["failure"]  # the first error, with file and line
+    gradescope = json.loads((out / "ann" / "results.json").read_text())
+    assert gradescope["tests"][0]["name"] == "day01.scale_add" and gradescope["tests"][0]["max_score"] == 100
+    assert (out / "ann" / "feedback.md").exists() and (out / "class-summary.png").stat().st_size > 0
+    assert "secret_seed" in json.loads((out / "run.json").read_text())
+
+
+def test_an_interrupted_run_resumes_and_force_regrades(klass):
+    subs, out = klass
+    grade_class(subs, out, only=["day01.scale_add"], jobs=2, echo=lambda s: None)
+    (out / "results" / "cat" / "day01.scale_add.json").unlink()  # as if stopped before cat
+    lines = []
+    grade_class(subs, out, only=["day01.scale_add"], jobs=2, echo=lines.append)
+    assert "1 to grade" in lines[0]
+    lines = []
+    grade_class(subs, out, only=["day01.scale_add"], jobs=2, force=True, echo=lines.append)
+    assert "9 to grade" in lines[0]
+
+
+def test_feedback_never_shows_hidden_inputs():
+    item = {"group": "correctness", "name": "n=129", "status": "fail",
+            "detail": "seed secret: out: 1 of 129 elements differ; first: [128]: yours nan vs expected 0.25"}
+    assert _public(item)["detail"] == HIDDEN
+    public = {"group": "correctness", "name": "n=129", "status": "fail", "detail": "seed 0: out: 1 of 129 differ"}
+    assert _public(public) == public
+
+
+def test_unknown_selection_and_missing_folder(tmp_path):
+    assert grade_class(tmp_path / "nope", tmp_path / "out", echo=lambda s: None) == 2
+    (tmp_path / "subs").mkdir()
+    assert grade_class(tmp_path / "subs", tmp_path / "out", only=["day99"], echo=lambda s: None) == 2
