@@ -125,6 +125,7 @@ class RunOptions:
     memory_limit_gb: float | None = None    # host memory (RSS) of the grading process
     runtime_root: str | None = None         # a copy of the grader without solutions/ (class grading)
     copy_gbps: float | None = None          # copy bandwidth calibrated once per run (class grading)
+    sanitize: str | None = None             # "memcheck" or "racecheck": run under compute-sanitizer
 
 
 @dataclass
@@ -153,7 +154,8 @@ def _run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
         results.touch()
         config = {"exercise": ex.id, "module_dir": prep.module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
-                  "copy_gbps": opts.copy_gbps}
+                  "copy_gbps": opts.copy_gbps,
+                  "max_case_bytes": SANITIZE_MAX_BYTES if opts.sanitize else None}
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps(config))
         log = Path(tmp) / "output.log"
@@ -162,7 +164,8 @@ def _run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
         limit = opts.timeout or ex.timeout_s
         timed_out = over_memory = False
         with open(log, "wb") as logf:
-            proc = subprocess.Popen([sys.executable, "-m", "grader.worker", str(cfg)], cwd=tmp, env=env,
+            prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
+            proc = subprocess.Popen([*prefix, sys.executable, "-m", "grader.worker", str(cfg)], cwd=tmp, env=env,
                                     stdout=logf, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + limit
             while proc.poll() is None:
@@ -203,6 +206,34 @@ def _run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
             why = fatal or f"the grading process died{where} (exit code {rc})"
             if not fatal or "crashed" not in fatal:
                 result.add("correctness", running or "run", "fail", why + (f"\n{tail}" if tail else ""))
+        if opts.sanitize and not timed_out:
+            _sanitizer_report(opts.sanitize, log.read_text(errors="replace"), result)
+
+
+SANITIZE_MAX_BYTES = 4 << 20  # compute-sanitizer is slow: only the small cases run under it
+
+
+def _sanitizer_prefix(tool: str) -> list[str]:
+    home = toolchain.cuda_home()
+    exe = str(home / "bin" / "compute-sanitizer") if home else "compute-sanitizer"
+    return [exe, "--tool", tool, "--print-limit", "5"]
+
+
+def _sanitizer_report(tool: str, log: str, result: Result) -> None:
+    """compute-sanitizer's verdict on the learner's kernels: its error summary and first error."""
+    summary = re.search(r"ERROR SUMMARY: (\d+) error", log)
+    name = f"compute-sanitizer {tool}"
+    if not summary:
+        result.add("work", name, "skip", "skipped: compute-sanitizer did not run or reported nothing here "
+                   "(it needs a GPU it supports)")
+        return
+    errors = int(summary.group(1))
+    first = next((line.strip("= ").strip() for line in log.splitlines()
+                  if line.startswith("=========") and ("Invalid" in line or "hazard" in line.lower()
+                                                      or "Race" in line or "error" in line.lower())
+                  and "ERROR SUMMARY" not in line), "")
+    result.add("work", name, "pass" if errors == 0 else "fail",
+               f"no errors on the small cases" if errors == 0 else f"{errors} errors; first: {first}")
 
 
 def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = None) -> Prepared:
@@ -258,13 +289,16 @@ def seed_list(seeds: int, secret_seed: int | None) -> list:
 
 def check(exercise: str, source: str | Path | None = None, solutions: bool | None = None,
           seeds: int = 3, secret_seed: int | None = None, perf: bool = True,
-          timeout: float | None = None, quiet: bool = False) -> Result:
-    """Grade one exercise. `source` defaults to the learner's file under kernels/."""
+          timeout: float | None = None, quiet: bool = False, sanitize: str | None = None) -> Result:
+    """Grade one exercise. `source` defaults to the learner's file under kernels/.
+    `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead."""
     t0 = time.perf_counter()
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
     prep = prepare(ex, path, quiet=quiet)
-    run(ex, prep, RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf, timeout=timeout))
+    opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
+                      timeout=timeout if timeout or not sanitize else 4 * ex.timeout_s)
+    run(ex, prep, opts)
     return _finish(prep.result, t0)
 
 

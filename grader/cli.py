@@ -17,13 +17,16 @@ OPTIONS = [
     ("secret-seed", "one more seed whose value is not shown (also GRADER_SECRET_SEED)", dict(type=int, default=None)),
     ("no-perf", "skip the performance measurement", dict(action="store_true")),
     ("timeout", "seconds before a hanging kernel is stopped", dict(type=float, default=None)),
+    ("sanitize", "run the small cases under compute-sanitizer (memcheck or racecheck)",
+     dict(choices=["memcheck", "racecheck"], default=None)),
 ]
 
 
 def check_kwargs(get) -> dict:
     """Turn option values (looked up by their dashed name) into grader.check arguments."""
     return dict(source=get("source"), solutions=True if get("solutions") else None, seeds=get("seeds"),
-                secret_seed=get("secret-seed"), perf=not get("no-perf"), timeout=get("timeout"))
+                secret_seed=get("secret-seed"), perf=not get("no-perf"), timeout=get("timeout"),
+                sanitize=get("sanitize"))
 
 
 def cmd_list(args) -> int:
@@ -72,8 +75,10 @@ def cmd_grade(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .verify import verify
+    from .verify import class_benchmark, verify
 
+    if args.class_benchmark:
+        return class_benchmark(args.out, args.class_benchmark)
     return verify(args.out, notebooks=not args.no_notebooks)
 
 
@@ -106,6 +111,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("verify", help="the GPU verification run: notebooks, every solution and stub, a report")
     p.add_argument("--out", default="reports", help="folder for gpu-verification.md and .json")
     p.add_argument("--no-notebooks", action="store_true")
+    p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
+                   help="instead: grade a synthetic class of N students and time it")
     p.set_defaults(fn=cmd_verify)
     args = parser.parse_args(argv)
     return args.fn(args)

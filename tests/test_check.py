@@ -84,3 +84,40 @@ def test_crashing_hanging_and_wrong_kernels_fail_their_own_check(tmp_path, body,
     text = SOLUTION.read_text().replace("out[i] = alpha * x[i] + y[i];  // one FFMA per 12 bytes moved", body)
     result = check("day01.scale_add", source=_submit(tmp_path, text), perf=False, seeds=1, timeout=20)
     assert expected in str(result), str(result)
+
+
+@gpu
+def test_memcheck_finds_a_write_one_past_the_end(tmp_path):
+    """A write one element past the output does not crash, but memcheck sees it."""
+    text = SOLUTION.read_text().replace("i < n;\n       i += stride)", "i <= n;\n       i += stride)")
+    assert "i <= n" in text
+    result = check("day01.scale_add", source=_submit(tmp_path, text), sanitize="memcheck", seeds=1)
+    item = next(i for i in result.items if i.name == "compute-sanitizer memcheck")
+    assert item.status == "fail" and "Invalid" in item.detail, str(result)
+
+
+@gpu
+def test_racecheck_finds_a_missing_syncthreads(tmp_path):
+    solution = grader.toolchain.SOLUTIONS / "day04" / "transpose.cu"
+    text = solution.read_text().replace("  __syncthreads();\n", "\n")
+    assert "__syncthreads();" not in text
+    result = check("day04.transpose", source=_submit(tmp_path, text, "transpose.cu"), sanitize="racecheck",
+                   seeds=1)
+    item = next(i for i in result.items if i.name == "compute-sanitizer racecheck")
+    assert item.status == "fail", str(result)
+
+
+@gpu
+def test_solution_is_clean_under_memcheck():
+    result = check("day02.silu_and_mul", solutions=True, sanitize="memcheck", seeds=1)
+    item = next(i for i in result.items if i.name == "compute-sanitizer memcheck")
+    assert item.status == "pass" and result.ok, str(result)
+
+
+@gpu
+def test_a_kernel_printing_megabytes_is_still_graded(tmp_path):
+    text = SOLUTION.read_text().replace("out[i] = alpha * x[i] + y[i];  // one FFMA per 12 bytes moved",
+                                        'printf("element %lld of %lld\\n", (long long)i, (long long)n);\n'
+                                        "    out[i] = alpha * x[i] + y[i];")
+    result = check("day01.scale_add", source=_submit(tmp_path, text), perf=False, seeds=1, timeout=120)
+    assert sum(i.group == "correctness" for i in result.items) > 3, str(result)
