@@ -119,6 +119,38 @@ def grade(kind: str, log) -> list[dict]:
     return rows
 
 
+SEEDS_FOR_FALSE_FAILURES = 20
+
+
+def many_seeds(log) -> list[dict]:
+    """Every solution's correctness over 20 seeds: a grader that fails a right answer is worse
+    than none."""
+    from . import exercises
+    from .checks import check
+
+    rows = []
+    for ex in exercises.all_exercises().values():
+        res = check(ex.id, solutions=True, perf=False, seeds=SEEDS_FOR_FALSE_FAILURES, quiet=True)
+        cases = [i for i in res.items if i.group == "correctness"]
+        rows.append({"exercise": ex.id, "cases": len(cases), "seeds": SEEDS_FOR_FALSE_FAILURES, "ok": res.ok,
+                     "first_failure": res.first_failure()[:300]})
+        log(f"{ex.id} solution over {SEEDS_FOR_FALSE_FAILURES} seeds: {'no false failure' if res.ok else 'FAILED'}")
+    return rows
+
+
+def _mutant_tally(junit: Path) -> dict:
+    """Known-wrong submissions (tests/test_mutants.py) that got their expected verdict."""
+    import xml.etree.ElementTree as ET
+
+    if not junit.exists():
+        return {"caught": 0, "total": 0, "missed": []}
+    cases = [c for c in ET.parse(junit).getroot().iter("testcase") if "test_mutants" in c.get("classname", "")
+             and "[" in c.get("name", "")]
+    ran = [c for c in cases if c.find("skipped") is None]
+    missed = [c.get("name") for c in ran if c.find("failure") is not None or c.find("error") is not None]
+    return {"caught": len(ran) - len(missed), "total": len(ran), "missed": missed}
+
+
 def _pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
     t0 = time.perf_counter()
     with open(log_path, "w") as f:
@@ -212,6 +244,16 @@ def _markdown(report: dict) -> str:
             values = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()
                                if k not in ("label", "name"))
             out.append(f"| {r.get('label', '')} | {r['name']} | {values} |")
+    mt = report.get("mutants")
+    if mt:
+        out += ["", f"Known-wrong submissions (tests/mutants): **caught {mt['caught']} / {mt['total']}**"
+                + (f"; missed: {', '.join(mt['missed'])}" if mt["missed"] else "") + "."]
+    ms = report.get("many_seeds")
+    if ms:
+        bad = [r for r in ms if not r["ok"]]
+        out += ["", f"Solutions over {ms[0]['seeds']} seeds (correctness only): "
+                + ("no false failure in any of the " + str(len(ms)) + " exercises." if not bad else
+                   "FALSE FAILURES: " + "; ".join(f"{r['exercise']}: {r['first_failure']}" for r in bad))]
     out += ["", "## Test runs", ""]
     for name, t in report.get("pytest", {}).items():
         out.append(f"- {name}: exit {t['rc']} in {t['seconds']:.0f} s: `{t['summary']}`")
@@ -301,14 +343,19 @@ def verify(out: str | Path, notebooks: bool = True) -> int:
     # (crashing, hanging and wrong submissions, several at a time through pytest-xdist).
     report["grading"] = grade("solution", log)
     save()
-    name = "grader GPU tests (crash, hang, wrong answer, stubs)"
+    name = "grader GPU tests (mutants, crash, hang, sanitizer, stubs)"
     xdist = ["-n", "4"] if _has_module("xdist") else []
-    with cf.ThreadPoolExecutor(max_workers=1) as pool:
+    junit = Path(tempfile.mkdtemp(prefix="junit-")) / "gpu-tests.xml"
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
         stubs = pool.submit(grade, "stub", log)
+        seeds = pool.submit(many_seeds, log)
         report["pytest"][name] = _pytest(["tests", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                                          *xdist], _env(), out / "pytest-gpu-tests.log", 300)
+                                          f"--junitxml={junit}", *xdist], _env(), out / "pytest-gpu-tests.log", 330)
         report["grading"] += stubs.result()
-    log(f"{name}: {report['pytest'][name]['summary']}")
+        report["many_seeds"] = seeds.result()
+    report["mutants"] = _mutant_tally(junit)
+    log(f"{name}: {report['pytest'][name]['summary']}; mutants caught {report['mutants']['caught']} / "
+        f"{report['mutants']['total']}")
     save()
     if notebooks:
         measurements = Path(tempfile.mkdtemp(prefix="nb-measure-")) / "measurements.jsonl"
@@ -322,6 +369,8 @@ def verify(out: str | Path, notebooks: bool = True) -> int:
     save()
     days = [c for c in report["builds"]["cold"] if c["label"].endswith("kernel versions")]
     ok = (all(r["as_expected"] for r in report["grading"])
+          and all(r["ok"] for r in report.get("many_seeds", []))
+          and report.get("mutants", {}).get("caught") == report.get("mutants", {}).get("total")
           and all(t["rc"] == 0 for t in report["pytest"].values())
           and all(c["ok"] for c in report["builds"]["cold"])
           and all(c["seconds"] <= TARGET_COLD_S for c in days)
