@@ -244,9 +244,10 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     )
     if features["no_implicit_headers"]:
         kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
-    if features["use_pch"] and os.access(Path(torch.__file__).parent / "include" / "torch", os.W_OK):
+    torch_include = Path(torch.__file__).parent / "include" / "torch"
+    if features["use_pch"] and os.access(torch_include, os.W_OK):
         kwargs["use_pch"] = True  # precompiled torch/extension.h (written next to it) for the binding
-    with _build_lock, _Progress(what, quiet) as progress:
+    with _build_lock, _Progress(what, quiet) as progress, _pch_lock(torch_include, kwargs.get("use_pch")):
         try:
             module = cpp_extension.load_inline(**kwargs)
         except RuntimeError as e:
@@ -258,6 +259,28 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     built = Built(module, module_name, build_dir, exports, kernels, progress.seconds, False)
     _loaded[module_name] = built
     return built
+
+
+class _pch_lock:
+    """The precompiled header is one file shared by every build of this torch install: while
+    it does not exist yet, builds in other processes (a parallel class grading, say) wait for
+    the one that makes it, instead of all writing it at once."""
+
+    def __init__(self, torch_include: Path, use_pch: bool | None):
+        self.needed = bool(use_pch) and not (torch_include / "extension.h.gch").exists()
+        self.f = None
+
+    def __enter__(self):
+        if self.needed:
+            import fcntl
+
+            self.f = open(toolchain.cache_dir() / "pch.lock", "w")
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.f:
+            self.f.close()  # releases the lock
 
 
 def day_files(day: str) -> list[Path]:

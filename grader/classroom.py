@@ -195,6 +195,10 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     echo(f"{len(students)} students, {len(exs)} exercises: {len(todo)} to grade "
          f"({len(students) * len(exs) - len(todo)} already graded)")
     t_build = time.perf_counter()
+    if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
+        from .build import build
+
+        build([Path(__file__).parent / "warmup.cu"], name="warmup", quiet=True)
     jobs = jobs or max(1, (os.cpu_count() or 2) // 2)
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         prepared = list(pool.map(_prepare_job, [(ex.id, str(p) if p else None, d) for _, ex, p, d in todo]))
