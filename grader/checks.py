@@ -161,6 +161,8 @@ def _run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
         log = Path(tmp) / "output.log"
         env = dict(os.environ)
         env["PYTHONPATH"] = (opts.runtime_root or str(toolchain.ROOT)) + os.pathsep + env.get("PYTHONPATH", "")
+        if opts.sanitize:  # one cudaMalloc per tensor, so memcheck sees every overrun (the caching
+            env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # allocator hides them inside its blocks)
         limit = opts.timeout or ex.timeout_s
         timed_out = over_memory = False
         with open(log, "wb") as logf:
@@ -221,13 +223,14 @@ def _sanitizer_prefix(tool: str) -> list[str]:
 
 def _sanitizer_report(tool: str, log: str, result: Result) -> None:
     """compute-sanitizer's verdict on the learner's kernels: its error summary and first error."""
-    summary = re.search(r"ERROR SUMMARY: (\d+) error", log)
+    # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: N hazards".
+    summary = re.search(r"(?:ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: (\d+) hazard)", log)
     name = f"compute-sanitizer {tool}"
     if not summary:
         result.add("work", name, "skip", "skipped: compute-sanitizer did not run or reported nothing here "
                    "(it needs a GPU it supports)")
         return
-    errors = int(summary.group(1))
+    errors = int(summary.group(1) or summary.group(2))
     first = next((line.strip("= ").strip() for line in log.splitlines()
                   if line.startswith("=========") and ("Invalid" in line or "hazard" in line.lower()
                                                       or "Race" in line or "error" in line.lower())
@@ -274,7 +277,8 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
     """Run a prepared submission on the GPU in its own process (if it built)."""
     if prep.module_dir:
         _run_worker(ex, prep, opts)
-        if ex.max_bank_conflicts_per_access is not None:
+        ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
+        if ex.max_bank_conflicts_per_access is not None and ran_clean:  # never profile a hanging kernel
             _bank_conflict_check(ex, prep, prep.result)
     return prep.result
 

@@ -210,7 +210,8 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         echo(f"copy bandwidth, measured once for this run: {copy_gbps:.0f} GB/s")
     run_file.write_text(json.dumps({"secret_seed": secret, "copy_gbps": copy_gbps,
                                     "exercises": [e.id for e in exs]}, indent=1))
-    opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]], timeout=timeout,
+    # A submission that runs right takes 5-20 s on an H200; a hang must not cost the class 3 minutes.
+    opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]], timeout=timeout or 60,
                       memory_limit_gb=memory_gb, runtime_root=runtime, copy_gbps=copy_gbps)
     t_run = time.perf_counter()
     for (student, ex, path, display), prep in zip(todo, prepared):

@@ -55,11 +55,18 @@ def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: flo
         only = ["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []
         cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), *only,
                sys.executable, str(script)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
-        except (subprocess.TimeoutExpired, OSError):
+        try:  # its own process group, so that a timeout stops the profiled Python too
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                    cwd=tmp, start_new_session=True)
+        except OSError:
             return None
-    lines = proc.stdout.splitlines()
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            return None
+    lines = stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if proc.returncode != 0 or start is None:
         return None
