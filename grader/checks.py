@@ -159,8 +159,7 @@ def _run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps(config))
         log = Path(tmp) / "output.log"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = (opts.runtime_root or str(toolchain.ROOT)) + os.pathsep + env.get("PYTHONPATH", "")
+        env = toolchain.subprocess_env(opts.runtime_root)
         if opts.sanitize:  # one cudaMalloc per tensor, so memcheck sees every overrun (the caching
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # allocator hides them inside its blocks)
         limit = opts.timeout or ex.timeout_s

@@ -153,7 +153,7 @@ def _calibrate(runtime: str) -> float | None:
     import sys
 
     code = "from grader.worker import calibrate; print(calibrate())"
-    env = dict(os.environ, PYTHONPATH=runtime + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = toolchain.subprocess_env(runtime)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     try:
         return float(proc.stdout.strip().splitlines()[-1])

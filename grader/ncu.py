@@ -51,7 +51,7 @@ def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: flo
     with tempfile.TemporaryDirectory(prefix="ncu-") as tmp:
         script = Path(tmp) / "profiled.py"
         script.write_text(code)
-        env = dict(os.environ, PYTHONPATH=str(toolchain.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = toolchain.subprocess_env()
         only = ["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []
         cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), *only,
                sys.executable, str(script)]

@@ -140,5 +140,12 @@ def mode() -> str:
     return "gpu" if has_gpu() else "compile-only"
 
 
+def subprocess_env(root: str | Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment for a Python subprocess that imports the grader from `root`
+    (the course root by default; class grading passes a copy without solutions/)."""
+    path = str(root or ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 def python_info() -> str:
     return sys.version.split()[0]

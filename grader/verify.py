@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from . import toolchain
+from .build import display_path
 
 TARGET_COLD_S = 20.0
 TARGET_CACHED_S = 1.0
@@ -64,7 +65,7 @@ def _build_in_subprocess(job: dict) -> dict:
 
 
 def _env(**extra) -> dict:
-    return dict(os.environ, PYTHONPATH=str(toolchain.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
+    return toolchain.subprocess_env(**extra)
 
 
 def measure_builds(log) -> dict:
@@ -278,7 +279,7 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
         dest = subs / f"student{i:02d}" / ex.day / f"{ex.name}.cu"
         dest.parent.mkdir(parents=True)
         dest.write_bytes(src.read_bytes())
-        roster[f"student{i:02d}"] = _display(src)
+        roster[f"student{i:02d}"] = display_path(src)
     t0 = time.perf_counter()
     lines: list[str] = []
     grade_class(subs, out / "class", only=[exercise], echo=lambda m: (print(m, flush=True), lines.append(m)))
@@ -303,12 +304,6 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     print("\n".join(md))
     return 0 if total <= 600 else 1
 
-
-def _display(p: Path) -> str:
-    try:
-        return str(p.relative_to(toolchain.ROOT))
-    except ValueError:
-        return str(p)
 
 
 def verify(out: str | Path, notebooks: bool = True) -> int:
