@@ -329,6 +329,14 @@ class KernelInfo:
             counts[m.group(1)] = counts.get(m.group(1), 0) + 1
         return counts
 
+    def shared_access_bytes(self, op: str) -> int:
+        """Bytes per thread of the widest shared-memory access `op` ("LDS" or "STS") in this
+        kernel: 4 for a plain LDS, 2 for LDS.U16, 16 for LDS.128; 0 if there is none."""
+        widths = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
+        found = [max((widths[m] for m in code.split(".")[1:] if m in widths), default=4)
+                 for code in self.opcodes() if code.split(".")[0] == op]
+        return max(found, default=0)
+
     def has_opcode(self, prefix: str) -> bool:
         """True if some instruction's opcode is `prefix` or starts with `prefix.`."""
         return any(op == prefix or op.startswith(prefix + ".") for op in self.opcodes())

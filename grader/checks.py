@@ -89,15 +89,17 @@ def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
     return True
 
 
-def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
+def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.CompileReport | None:
+    """Registers, spills and the exercise's required instructions in the compiled SASS;
+    returns the compile report (None if it did not compile or holds no kernel)."""
     try:
         report = _build.compile_cubin(source)
     except _build.BuildError as e:
         result.add("build", "compiles (nvcc, sm_90)", "fail", e.summary())
-        return False
+        return None
     if not report.kernels:
         result.add("sass", "kernels", "fail", "the cubin holds no kernel: is the __global__ function ever launched?")
-        return False
+        return None
     worst = max(report.kernels, key=lambda k: k.registers)
     spills = [k for k in report.kernels if k.spill_stores or k.spill_loads or k.stack_bytes]
     regs_ok = worst.registers <= ex.max_registers
@@ -105,15 +107,13 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
                f"{worst.registers} registers in {worst.name} (limit {ex.max_registers})" if not spills else
                "local memory used (stack/spills) in " + ", ".join(
                    f"{k.name}: {k.stack_bytes} B stack, {k.spill_stores + k.spill_loads} B spilled" for k in spills))
-    ok = regs_ok and not spills
     for opcode, why in ex.required_sass.items():
         missing = [k.name for k in report.kernels if not k.has_opcode(opcode)]
         if missing:
-            ok = False
             result.add("sass", opcode, "fail", f"no {opcode} ({why}) in " + ", ".join(missing))
         else:
             result.add("sass", opcode, "pass", f"{why}: present in every kernel")
-    return ok
+    return report
 
 
 @dataclass
@@ -135,6 +135,7 @@ class Prepared:
     module_dir: str | None = None
     module_name: str | None = None
     kernels: list = field(default_factory=list)
+    shared_access_bytes: tuple = (4, 4)  # widest shared load and store per thread (from the SASS)
 
 
 def _rss_bytes(pid: int) -> int:
@@ -255,9 +256,12 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         src = _build.Source(display, src.text)
     if not static_checks(ex, src, result):
         return prep
-    sass_checks(ex, src, result)
+    report = sass_checks(ex, src, result)
     if any(i.group == "build" for i in result.failures):
         return prep
+    if report:
+        prep.shared_access_bytes = tuple(max(k.shared_access_bytes(op) for k in report.kernels)
+                                         for op in ("LDS", "STS"))
     if not toolchain.has_gpu():
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
@@ -277,7 +281,7 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
     if prep.module_dir:
         _run_worker(ex, prep, opts)
         ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
-        if ex.max_bank_conflicts_per_access is not None and ran_clean:  # never profile a hanging kernel
+        if ex.max_bank_conflicts is not None and ran_clean:  # never profile a hanging kernel
             _bank_conflict_check(ex, prep, prep.result)
     return prep.result
 
@@ -306,8 +310,8 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
 
 
 def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result) -> None:
-    """Shared-memory bank conflicts per shared-memory instruction, for each of the
-    learner's kernels over all untimed cases, read by Nsight Compute where it runs."""
+    """Shared-memory bank conflicts of each of the learner's kernels over all untimed
+    cases, counted per shared-memory instruction by Nsight Compute where it runs."""
     from . import ncu
 
     name = "bank conflicts (ncu)"
@@ -319,22 +323,21 @@ def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result) -> None:
         cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": built.module_dir,
                                    "module_name": built.module_name}))
         rows = ncu.profile_python(f"from grader.worker import call_once\ncall_once({str(cfg)!r})\n",
-                                  ncu.BANK_CONFLICTS + ncu.SHARED_INSTRUCTIONS, kernels=built.kernels)
-    if not rows:
+                                  ncu.BANK_CONFLICT_METRICS, kernels=built.kernels)
+    counts = [(r["kernel"].split("(")[0], ncu.bank_conflicts(r, built.shared_access_bytes)) for r in rows or []]
+    if not counts or any(c is None for _, c in counts):
         result.add("work", name, "skip", "skipped: ncu could not read the counters here")
         return
     per_kernel: dict[str, list[float]] = {}
-    for r in rows:
-        totals = per_kernel.setdefault(r["kernel"].split("(")[0], [0.0, 0.0])
-        totals[0] += sum(r.get(m, 0.0) for m in ncu.BANK_CONFLICTS if isinstance(r.get(m), float))
-        totals[1] += sum(r.get(m, 0.0) for m in ncu.SHARED_INSTRUCTIONS if isinstance(r.get(m), float))
-    limit = ex.max_bank_conflicts_per_access
-    worst = max(c / i if i else 0.0 for c, i in per_kernel.values())
-    detail = "; ".join(f"{k}: {c:,.0f} conflicts / {i:,.0f} shared accesses = {c / i if i else 0:.3f}"
-                       for k, (c, i) in per_kernel.items())
+    for kernel, (loads, stores) in counts:
+        totals = per_kernel.setdefault(kernel, [0.0, 0.0])
+        totals[0] += loads
+        totals[1] += stores
+    limit = ex.max_bank_conflicts
+    worst = max(ld + st for ld, st in per_kernel.values())
+    detail = "; ".join(f"{k}: {ld:,.0f} in shared loads, {st:,.0f} in shared stores" for k, (ld, st) in per_kernel.items())
     result.add("work", name, "pass" if worst <= limit else "fail",
-               f"at most {limit} extra passes per shared access allowed (a 2-way conflict on every access "
-               f"is 1.0): {detail}")
+               f"extra passes from bank conflicts over all untimed cases, at most {limit} allowed: {detail}")
 
 
 def _finish(result: Result, t0: float) -> Result:

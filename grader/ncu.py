@@ -17,15 +17,36 @@ from pathlib import Path
 
 from . import toolchain
 
-# Shared-memory bank conflicts of loads and stores (sm_70 and later): extra passes
-# (wavefronts) that shared-memory accesses needed. Measured on the course's H200, the
-# counter is not exactly 0 for layouts that are conflict-free on paper when global
-# traffic runs alongside (about one extra pass per 10-15 shared loads for a padded
-# transpose; 31 per load for an unpadded one), so judge it per shared-memory instruction.
-BANK_CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+# Shared-memory bank conflicts, two ways (sm_70 and later):
+# - per executed shared-memory instruction (the `smsp__sass_*` metrics, from the addresses
+#   each instruction's threads used): the passes (wavefronts) that shared loads and stores
+#   took, minus the fewest they could take (`bank_conflicts`). This is what the 32-bank
+#   model predicts, and it is exactly 0 for a conflict-free layout. The grader judges this.
+# - DATA_BANK_CONFLICTS: what the L1's data banks counted, all traffic included. On the
+#   course's H200 it is not 0 for layouts that are conflict-free on paper while global
+#   loads and stores run alongside (about one extra pass per 10-15 shared loads for a
+#   padded transpose): L1 and shared memory share those banks.
+SHARED_WAVEFRONTS = ("smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                     "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_st.sum")
 SHARED_INSTRUCTIONS = ("smsp__sass_inst_executed_op_shared_ld.sum",
                        "smsp__sass_inst_executed_op_shared_st.sum")
+BANK_CONFLICT_METRICS = SHARED_WAVEFRONTS + SHARED_INSTRUCTIONS
+DATA_BANK_CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                       "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+
+
+def bank_conflicts(row: dict, access_bytes: tuple[int, int] = (4, 4)) -> tuple[float, float] | None:
+    """(loads, stores): the extra passes that one launch's shared loads and stores took
+    because of bank conflicts, from a `profile_python` row with BANK_CONFLICT_METRICS; None
+    if ncu could not read them. `access_bytes`: the widest shared load and store per thread
+    (the SASS says: LDS is 4 bytes, LDS.64 8, LDS.128 16): a warp's access of 32 x b bytes
+    takes at least max(1, 32 b / 128) passes of 128 bytes even without a conflict."""
+    values = [row.get(m) for m in BANK_CONFLICT_METRICS]
+    if not all(isinstance(v, float) for v in values):
+        return None
+    waves_ld, waves_st, inst_ld, inst_st = values
+    ideal = [max(1, 32 * b // 128) for b in access_bytes]
+    return waves_ld - inst_ld * ideal[0], waves_st - inst_st * ideal[1]
 
 
 def ncu_path() -> str | None:

@@ -50,9 +50,9 @@ class Exercise:
     target_note: str = ""
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
-    # Where ncu runs: the most shared-memory bank conflicts (extra passes) allowed per shared
-    # load or store, over every untimed case. A 2-way conflict on every access gives 1.0.
-    max_bank_conflicts_per_access: float | None = None
+    # Where ncu runs: the most shared-memory bank conflicts (extra passes of shared loads
+    # and stores, counted per instruction: grader/ncu.py) allowed over all untimed cases.
+    max_bank_conflicts: int | None = None
     inplace: tuple[str, ...] = ()                       # inputs the kernel updates in place (also outputs)
     notebook: str = ""                                  # the notebook that teaches it
     timeout_s: float = 180.0
