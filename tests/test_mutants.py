@@ -1,75 +1,97 @@
 """A grader that tests itself: known-wrong submissions and the verdict each must get.
 
-tests/mutants/<exercise>/<mutant>.cu is a solution with one deliberate defect (its
-first line says which); tests/mutants/expected.json gives the group of the check
-that must fail and a substring of its name or detail. Static defects (source,
-SASS, build) are caught everywhere; the rest run on a GPU.
+tests/mutants/<exercise>.toml holds, per mutant, what is wrong, the group of the check
+that must fail, a substring of its name or detail, and the edits that turn the current
+reference solution into the mutant (grader/selftest.py). Each test grades the mutant's
+source written into its tmp_path. Static defects (source, SASS, build) are caught
+everywhere; the rest run on a GPU.
 """
-import json
-from pathlib import Path
-
 import pytest
 
 from conftest import gpu
+from grader import exercises, selftest
 from grader.checks import check
 
-MUTANTS = Path(__file__).parent / "mutants"
-EXPECTED = json.loads((MUTANTS / "expected.json").read_text())
-STATIC = sorted(k for k, v in EXPECTED.items() if not v["needs_gpu"])
-RUNTIME = sorted(k for k, v in EXPECTED.items() if v["needs_gpu"])
+MUTANTS = selftest.all_mutants()
+STATIC = sorted(k for k, m in MUTANTS.items() if not m.needs_gpu)
+RUNTIME = sorted(k for k, m in MUTANTS.items() if m.needs_gpu)
 
 
-def _grade(key, **kw):
-    exercise, _ = key.split("/")
-    return check(exercise, source=MUTANTS / f"{key}.cu", quiet=True, **kw)
+def _grade(key, tmp_path, **kw):
+    m = MUTANTS[key]
+    return check(m.exercise, source=m.write(tmp_path), quiet=True, **kw)
 
 
 def _says(item, reason):
     return reason in f"{item.name} {item.detail}"
 
 
-def test_every_mutant_has_a_verdict_and_says_what_is_wrong():
-    files = {f"{p.parent.name}/{p.stem}": p for p in MUTANTS.glob("*/*.cu")}
-    assert sorted(files) == sorted(EXPECTED), "every .cu needs an entry in expected.json, and vice versa"
-    for key, p in files.items():
-        assert p.read_text().startswith("// MUTANT "), f"{key}: the first line must say what is wrong"
-        assert EXPECTED[key]["group"] in ("source", "sass", "build", "correctness", "work", "performance"), key
+def test_every_exercise_has_mutants_and_every_mutant_says_what_is_wrong():
+    ids = set(exercises.all_exercises())
+    files = {p.stem for p in selftest.MUTANTS_DIR.glob("*.toml")}
+    assert not ids - files, f"exercises without a tests/mutants/<id>.toml: {sorted(ids - files)}"
+    assert not files - ids, f"tests/mutants/*.toml for no exercise: {sorted(files - ids)}"
+    for key, m in MUTANTS.items():
+        assert m.what.strip() and "\n" not in m.what, f"{key}: `what` must say, on one line, what is wrong"
+        assert m.group in selftest.GROUPS, f"{key}: group {m.group!r}"
+        assert m.reason.strip(), f"{key}: empty reason"
+        assert m.edits, f"{key}: no edits"
+
+
+def test_every_mutants_edits_apply_to_the_current_solution():
+    # Fails when a solution changed under its mutants: fix the `old` the message names.
+    # One test for all (not parametrized), so the GPU verification's mutant tally counts
+    # only the tests that grade a mutant.
+    problems = []
+    for key, m in MUTANTS.items():
+        try:
+            src = m.source()
+        except selftest.MutantError as e:
+            problems.append(str(e))
+            continue
+        header, body = src.split("\n", 1)
+        if header != f"// MUTANT {m.what}":
+            problems.append(f"{key}: the source must start with `// MUTANT <what>`")
+        if body == exercises.get(m.exercise).solution_path.read_text():
+            problems.append(f"{key}: the edits leave the solution unchanged")
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.gpu  # needs no GPU, but `-m gpu` (the GPU verification) selects it too: all mutants in one tally
 @pytest.mark.parametrize("key", STATIC)
-def test_static_checks_catch(key):
-    want = EXPECTED[key]
-    result = _grade(key, perf=False, seeds=1)
+def test_static_checks_catch(key, tmp_path):
+    want = MUTANTS[key]
+    result = _grade(key, tmp_path, perf=False, seeds=1)
     assert result.failures, f"{key} was not caught:\n{result}"
     first = result.failures[0]
-    assert first.group == want["group"] and _says(first, want["reason"]), f"{key}: expected {want}\n{result}"
+    assert first.group == want.group and _says(first, want.reason), \
+        f"{key}: expected a {want.group} failure saying '{want.reason}'\n{result}"
 
 
 @gpu
 @pytest.mark.parametrize("key", RUNTIME)
-def test_runtime_checks_catch(key):
-    want = EXPECTED[key]
-    timed = want["group"] == "performance"
+def test_runtime_checks_catch(key, tmp_path):
+    want = MUTANTS[key]
+    timed = want.group == "performance"
     # 25 s stops a hang; the others get room for a busy GPU (the verification runs tests side by side).
-    hang = want["reason"] == "no result within"
-    result = _grade(key, perf=timed, seeds=2, timeout=25 if hang else 120)
-    hits = [i for i in result.failures if i.group == want["group"] and _says(i, want["reason"])]
-    if not hits and want.get("sanitizer"):  # a race need not show in the outputs; the sanitizer sees it
-        _caught_by_sanitizer(key, want["sanitizer"])
+    hang = want.reason == "no result within"
+    result = _grade(key, tmp_path, perf=timed, seeds=2, timeout=25 if hang else 120)
+    hits = [i for i in result.failures if i.group == want.group and _says(i, want.reason)]
+    if not hits and want.sanitizer:  # a race need not show in the outputs; the sanitizer sees it
+        _caught_by_sanitizer(key, want.sanitizer, tmp_path)
         return
-    missing_tool = [i for i in result.items if i.status == "skip" and i.group == want["group"]
-                    and _says(i, want["reason"])]
+    missing_tool = [i for i in result.items if i.status == "skip" and i.group == want.group
+                    and _says(i, want.reason)]
     if not hits and missing_tool:  # e.g. Nsight Compute for bank conflicts
         pytest.skip(f"{key}: {missing_tool[0].detail}")
     assert not result.ok, f"{key} was not caught:\n{result}"
     if timed:  # right answers, too slow: only the performance check may fail
         assert not [i for i in result.failures if i.group == "correctness"], f"{key} should be correct:\n{result}"
-    assert hits, f"{key}: expected a {want['group']} failure saying '{want['reason']}'\n{result}"
+    assert hits, f"{key}: expected a {want.group} failure saying '{want.reason}'\n{result}"
 
 
-def _caught_by_sanitizer(key, tool):
-    result = _grade(key, sanitize=tool, seeds=1)
+def _caught_by_sanitizer(key, tool, tmp_path):
+    result = _grade(key, tmp_path, sanitize=tool, seeds=1)
     item = next((i for i in result.items if i.name == f"compute-sanitizer {tool}"), None)
     if item is not None and item.status == "skip":
         pytest.skip(f"{key}: the race did not show in the outputs, and {item.detail}")

@@ -1,0 +1,139 @@
+"""The grader's self-test corpus: known-wrong submissions and the verdict each must get.
+
+A mutant is a reference solution with one deliberate defect, kept as small edits to
+the current solution rather than as a copy of it: `tests/mutants/<exercise id>.toml`
+has one table per mutant,
+
+    [missing_tail_guard]
+    what = "missing tail guard: the vector loop has no scalar tail, so ..."
+    group = "correctness"      # the check that must fail (GROUPS)
+    reason = "never written"   # a substring of that check's name or detail
+    needs_gpu = true           # false when the source, SASS or build checks find it
+    sanitizer = "racecheck"    # races only: the compute-sanitizer tool that must see it
+
+    [[missing_tail_guard.edit]]
+    old = '''
+    ...lines of the solution, enough of them to occur exactly once...
+    '''
+    new = '''
+    ...what they become...
+    '''
+
+The edits apply in order, each replacing the single occurrence of its `old`; an
+`old` found nowhere or more than once raises MutantError naming the mutant, so a
+changed solution fails loudly instead of silently testing something else. The
+materialized source starts with `// MUTANT <what>`. tests/test_mutants.py grades
+every mutant; grader/verify.py tallies them on a GPU.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import exercises, toolchain
+
+MUTANTS_DIR = toolchain.ROOT / "tests" / "mutants"
+GROUPS = ("source", "sass", "build", "correctness", "work", "performance")
+_REQUIRED = {"what": str, "group": str, "reason": str, "needs_gpu": bool, "edit": list}
+_OPTIONAL = {"sanitizer": str}
+
+
+class MutantError(ValueError):
+    """A mutant file that does not parse, or an edit that no longer applies to its solution."""
+
+
+@dataclass
+class Mutant:
+    key: str                     # "<exercise>/<name>"
+    exercise: str                # "day02.silu_and_mul"
+    name: str                    # "missing_tail_guard"
+    what: str                    # what is wrong, one line
+    group: str                   # the check that must fail: one of GROUPS
+    reason: str                  # a substring of that check's name or detail
+    needs_gpu: bool
+    sanitizer: str | None = None
+    edits: list[tuple[str, str]] = field(default_factory=list)  # (old, new), applied in order
+
+    @property
+    def toml_path(self) -> Path:
+        return MUTANTS_DIR / f"{self.exercise}.toml"
+
+    def source(self) -> str:
+        """The current solution with the edits applied, headed by `// MUTANT <what>`."""
+        solution = exercises.get(self.exercise).solution_path
+        text = solution.read_text()
+        for n, (old, new) in enumerate(self.edits, 1):
+            found = _occurrences(text, old)
+            if found != 1:
+                first = next((line.strip() for line in old.splitlines() if line.strip()), repr(old))
+                raise MutantError(
+                    f"{self.exercise} mutant {self.name}: edit {n}'s `old` (first line: {first!r}) is "
+                    f"{'not found' if found == 0 else 'found more than once'} in "
+                    f"{solution.relative_to(toolchain.ROOT)}"
+                    f"{' (after the edits before it)' if n > 1 else ''}: if the solution changed, fix this edit in "
+                    f"tests/mutants/{self.toml_path.name}")
+            text = text.replace(old, new, 1)
+        return f"// MUTANT {self.what}\n{text}"
+
+    def write(self, directory: str | Path) -> Path:
+        """Write the source to `<directory>/<exercise>/<name>.cu` and return that path."""
+        path = Path(directory) / self.exercise / f"{self.name}.cu"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.source())
+        return path
+
+
+def _occurrences(text: str, old: str) -> int:
+    """0, 1 or 2 (two or more, overlapping ones included)."""
+    first = text.find(old)
+    if first < 0 or not old:
+        return 0 if first < 0 else 2
+    return 1 if text.find(old, first + 1) < 0 else 2
+
+
+def _load(path: Path) -> list[Mutant]:
+    exercise = path.stem
+    try:
+        tables = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise MutantError(f"tests/mutants/{path.name}: {e}") from e
+    mutants = []
+    for name, t in tables.items():
+        where = f"tests/mutants/{path.name}, mutant {name}"
+        if not isinstance(t, dict):
+            raise MutantError(f"{where}: a mutant is a table ([{name}]), not a value")
+        unknown = set(t) - set(_REQUIRED) - set(_OPTIONAL)
+        if unknown:
+            raise MutantError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        for key, kind in _REQUIRED.items():
+            if not isinstance(t.get(key), kind):
+                raise MutantError(f"{where}: `{key}` is missing or not a {kind.__name__}")
+        if "sanitizer" in t and not isinstance(t["sanitizer"], str):
+            raise MutantError(f"{where}: `sanitizer` is not a string")
+        if t["group"] not in GROUPS:
+            raise MutantError(f"{where}: group {t['group']!r} is not one of {', '.join(GROUPS)}")
+        edits = []
+        for n, e in enumerate(t["edit"], 1):
+            if not (isinstance(e, dict) and set(e) == {"old", "new"} and isinstance(e["old"], str)
+                    and isinstance(e["new"], str) and e["old"]):
+                raise MutantError(f"{where}: edit {n} needs a non-empty `old` and a `new` string, nothing else")
+            edits.append((e["old"], e["new"]))
+        if not edits:
+            raise MutantError(f"{where}: no [[{name}.edit]]")
+        mutants.append(Mutant(key=f"{exercise}/{name}", exercise=exercise, name=name, what=t["what"],
+                              group=t["group"], reason=t["reason"], needs_gpu=t["needs_gpu"],
+                              sanitizer=t.get("sanitizer"), edits=edits))
+    return mutants
+
+
+def all_mutants() -> dict[str, Mutant]:
+    """Every mutant of every tests/mutants/*.toml, sorted by key."""
+    found = [m for path in sorted(MUTANTS_DIR.glob("*.toml")) for m in _load(path)]
+    return {m.key: m for m in sorted(found, key=lambda m: m.key)}
+
+
+def mutants_for(exercise_id: str) -> list[Mutant]:
+    """The mutants of one exercise, sorted by name (none when it has no TOML file)."""
+    path = MUTANTS_DIR / f"{exercise_id}.toml"
+    return sorted(_load(path), key=lambda m: m.name) if path.exists() else []
