@@ -75,10 +75,12 @@ def cmd_grade(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .verify import class_benchmark, verify
+    from .verify import class_benchmark, self_test, verify
 
     if args.class_benchmark:
         return class_benchmark(args.out, args.class_benchmark)
+    if args.self_test:
+        return self_test(args.out)
     return verify(args.out, notebooks=not args.no_notebooks)
 
 
@@ -108,8 +110,11 @@ def main(argv=None) -> int:
     p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
     p.add_argument("--seeds", type=int, default=3, help="public seeds per correctness case")
     p.set_defaults(fn=cmd_grade)
-    p = sub.add_parser("verify", help="the GPU verification run: notebooks, every solution and stub, a report")
-    p.add_argument("--out", default="reports", help="folder for gpu-verification.md and .json")
+    p = sub.add_parser("verify", help="the GPU verification runs: notebooks, every solution and stub; "
+                       "the grader's self-test; a class benchmark (reports)")
+    p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
+    p.add_argument("--self-test", action="store_true",
+                   help="instead: every known-wrong submission, the grader's GPU tests, solutions over 20 seeds")
     p.add_argument("--no-notebooks", action="store_true")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")

@@ -1,14 +1,20 @@
-"""The GPU verification run: `python -m grader verify --out DIR`.
+"""The GPU verification runs, three of them, each fitting one 10-minute command.
 
 Run on the GPU machine every session that touches kernels, the grader or a
-notebook. In one command it:
+notebook, and commit what they write under reports/.
+
+`python -m grader verify --out DIR` (gpu-verification.md/.json):
   1. measures build times: each day's kernels built cold (fresh cache, days in
      parallel) and then loaded from the cache in a fresh process;
   2. grades every solution (must pass, meeting its target) and every stub (must
      fail correctness, cleanly), timing alone on the GPU;
-  3. runs the grader's GPU tests (crash, hang and wrong-answer submissions);
-  4. executes every notebook with the solutions through nbval;
-and writes gpu-verification.md and .json (commit them under reports/).
+  3. executes every notebook with the solutions through nbval.
+`python -m grader verify --self-test --out DIR` (gpu-self-test.md/.json): the
+  grader tests itself: every known-wrong submission of tests/mutants (built in
+  parallel first) and the grader's other GPU tests (crash, hang, sanitizer), and
+  every solution's correctness over 20 seeds (no false failure allowed).
+`python -m grader verify --class-benchmark N --out DIR` (class-grading.md/.json):
+  a synthetic class of N submissions graded as an instructor would, timed.
 """
 from __future__ import annotations
 
@@ -24,7 +30,6 @@ import time
 from pathlib import Path
 
 from . import toolchain
-from .build import display_path
 
 TARGET_COLD_S = 20.0
 TARGET_CACHED_S = 1.0
@@ -144,12 +149,114 @@ def _mutant_tally(junit: Path) -> dict:
     import xml.etree.ElementTree as ET
 
     if not junit.exists():
-        return {"caught": 0, "total": 0, "missed": []}
-    cases = [c for c in ET.parse(junit).getroot().iter("testcase") if "test_mutants" in c.get("classname", "")
-             and "[" in c.get("name", "")]
-    ran = [c for c in cases if c.find("skipped") is None]
-    missed = [c.get("name") for c in ran if c.find("failure") is not None or c.find("error") is not None]
-    return {"caught": len(ran) - len(missed), "total": len(ran), "missed": missed}
+        return {"caught": 0, "total": 0, "missed": [], "skipped": [], "rows": []}
+    rows = []
+    for c in ET.parse(junit).getroot().iter("testcase"):
+        name = c.get("name", "")
+        if "test_mutants" not in c.get("classname", "") or "[" not in name:
+            continue
+        skipped, failed = c.find("skipped"), c.find("failure") if c.find("failure") is not None else c.find("error")
+        outcome = ("skipped: " + (skipped.get("message") or "")[:200] if skipped is not None else
+                   "MISSED: " + (failed.get("message") or "")[:200] if failed is not None else "caught")
+        rows.append({"mutant": name[name.index("[") + 1:-1], "outcome": outcome})
+    ran = [r for r in rows if not r["outcome"].startswith("skipped")]
+    missed = [r["mutant"] for r in ran if r["outcome"] != "caught"]
+    return {"caught": len(ran) - len(missed), "total": len(ran), "missed": missed,
+            "skipped": [r["mutant"] for r in rows if r["outcome"].startswith("skipped")], "rows": rows}
+
+
+_PREPARE_SNIPPET = """
+import sys
+from pathlib import Path
+from grader import exercises
+from grader.checks import prepare
+prep = prepare(exercises.get(sys.argv[1]), Path(sys.argv[2]), quiet=True)
+print(prep.result.first_failure()[:200])
+"""
+
+
+def _prepare_in_subprocess(job: tuple[str, str]) -> tuple[str, float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _PREPARE_SNIPPET, *job], capture_output=True, text=True,
+                          cwd=toolchain.ROOT, env=_env())
+    return job[1], time.perf_counter() - t0, (proc.stdout.strip() or proc.stderr.strip()[-300:])
+
+
+def self_test(out: str | Path) -> int:
+    """The grader tests itself on the GPU: every mutant must get its expected verdict, the
+    other GPU tests must pass, no solution may fail over 20 seeds. gpu-self-test.md/.json."""
+    from .selftest import all_mutants
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not toolchain.has_gpu():
+        print("verify --self-test needs a CUDA GPU; on a CPU machine run `make test`.")
+        return 2
+    t0 = time.perf_counter()
+    os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
+    lines: list[str] = []
+
+    def log(msg):
+        print(msg, flush=True)
+        lines.append(msg)
+
+    report: dict = {"environment": _env_info(), "pytest": {}}
+    log(json.dumps(report["environment"]))
+    # Build every mutant first, many at a time (the tests then find them in the cache: they
+    # write each mutant to the same place, tests/test_mutants.py's mutant_dir()).
+    first = _build_in_subprocess({"label": "warm-up", "file": str(Path(__file__).parent / "warmup.cu"),
+                                  "name": "warmup"})
+    log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
+    mutants = all_mutants()
+    where = toolchain.cache_dir() / "mutants"
+    jobs = [(m.exercise, str(m.write(where))) for m in mutants.values()]
+    t_build = time.perf_counter()
+    with cf.ThreadPoolExecutor(max_workers=max(2, min(14, (os.cpu_count() or 4) - 2))) as pool:
+        prepared = list(pool.map(_prepare_in_subprocess, jobs))
+    report["prepare_s"] = time.perf_counter() - t_build
+    log(f"{len(prepared)} mutants checked statically and built in {report['prepare_s']:.0f} s")
+    name = "grader GPU tests (mutants, crash, hang, sanitizer)"
+    xdist = ["-n", "6"] if _has_module("xdist") else []
+    junit = Path(tempfile.mkdtemp(prefix="junit-")) / "gpu-tests.xml"
+    with cf.ThreadPoolExecutor(max_workers=1) as pool:
+        seeds = pool.submit(many_seeds, log)
+        report["pytest"][name] = _pytest(["tests", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                                          f"--junitxml={junit}", *xdist], _env(MUTANTS_DIR=str(where)),
+                                         out / "pytest-gpu-tests.log", 420)
+        report["many_seeds"] = seeds.result()
+    report["mutants"] = _mutant_tally(junit)
+    report["seconds"] = time.perf_counter() - t0
+    mt, ms = report["mutants"], report["many_seeds"]
+    log(f"{name}: {report['pytest'][name]['summary']}; mutants caught {mt['caught']} / {mt['total']}")
+    e = report["environment"]
+    bad = [r for r in ms if not r["ok"]]
+    md = ["# Grader self-test on the GPU", "",
+          f"{e['date']}, commit {e['commit']}: {e['gpu']}, driver {e['driver']}, torch {e['torch']} "
+          f"(CUDA {e['torch_cuda']}), {e['cpus']} CPUs. Generated by `python -m grader verify --self-test`; "
+          "not edited by hand.", "",
+          f"Known-wrong submissions (tests/mutants): **caught {mt['caught']} / {mt['total']}**"
+          + (f"; MISSED: {', '.join(mt['missed'])}" if mt["missed"] else "")
+          + (f"; not run here: {', '.join(mt['skipped'])}" if mt["skipped"] else "") + ".", "",
+          f"Solutions over {SEEDS_FOR_FALSE_FAILURES} seeds (correctness only): "
+          + (f"no false failure in any of the {len(ms)} exercises." if not bad else
+             "FALSE FAILURES: " + "; ".join(f"{r['exercise']}: {r['first_failure']}" for r in bad)), "",
+          f"Mutants built in parallel first: {report['prepare_s']:.0f} s. "
+          f"{name}: exit {report['pytest'][name]['rc']} in {report['pytest'][name]['seconds']:.0f} s: "
+          f"`{report['pytest'][name]['summary']}`. Total {report['seconds']:.0f} s.", "",
+          "| mutant | expected failure | outcome |", "|---|---|---|"]
+    for r in mt["rows"]:
+        m = mutants.get(r["mutant"])
+        want = f"{m.group}: {m.reason}" if m else "-"
+        md.append(f"| {r['mutant']} | {want} | {r['outcome'].replace('|', '/').replace(chr(10), ' ')} |")
+    md += ["", "| exercise | correctness cases | seeds | no false failure |", "|---|---|---|---|"]
+    md += [f"| {r['exercise']} | {r['cases']} | {r['seeds']} | {'yes' if r['ok'] else 'NO: ' + r['first_failure']} |"
+           for r in ms]
+    (out / "gpu-self-test.md").write_text("\n".join(md) + "\n")
+    (out / "gpu-self-test.json").write_text(json.dumps(report, indent=1))
+    (out / "self-test.log").write_text("\n".join(lines) + "\n")
+    print("\n".join(md))
+    ok = (not mt["missed"] and mt["total"] == len(mutants) and not bad and report["pytest"][name]["rc"] == 0)
+    return 0 if ok else 1
 
 
 def _pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
@@ -170,6 +277,18 @@ def _has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def _commit() -> str:
+    """The commit under test: COURSE_COMMIT (set it where the copy has no .git), or git's answer."""
+    if os.environ.get("COURSE_COMMIT"):
+        return os.environ["COURSE_COMMIT"]
+    try:
+        proc = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=toolchain.ROOT, capture_output=True,
+                              text=True, timeout=10)
+        return proc.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
 def _env_info() -> dict:
     import torch
 
@@ -182,7 +301,7 @@ def _env_info() -> dict:
     from .bench import theoretical_bandwidth
 
     peak = theoretical_bandwidth()
-    return {"gpu": p.name, "sm": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
+    return {"commit": _commit(), "gpu": p.name, "sm": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
             "l2_mb": p.L2_cache_size / 2**20, "driver": driver, "torch": torch.__version__,
             "torch_cuda": torch.version.cuda, "nvcc": toolchain.nvcc_version(), "python": platform.python_version(),
             "cpus": os.cpu_count(), "peak_gbps": peak / 1e9 if peak else None,
@@ -192,7 +311,7 @@ def _env_info() -> dict:
 def _markdown(report: dict) -> str:
     e = report["environment"]
     out = [f"# GPU verification report", "",
-           f"{e['date']}: {e['gpu']} (sm_{e['sm'].replace('.', '')}, {e['sms']} SMs, {e['l2_mb']:.0f} MB L2, "
+           f"{e['date']}, commit {e.get('commit', 'unknown')}: {e['gpu']} (sm_{e['sm'].replace('.', '')}, {e['sms']} SMs, {e['l2_mb']:.0f} MB L2, "
            f"theoretical {e['peak_gbps']:.0f} GB/s), driver {e['driver']}, torch {e['torch']} (CUDA {e['torch_cuda']}), "
            f"nvcc {e['nvcc']}, Python {e['python']}, {e['cpus']} CPUs.", "",
            "Generated by `python -m grader verify`; not edited by hand.", "", "## Exercises", "",
@@ -245,16 +364,6 @@ def _markdown(report: dict) -> str:
             values = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()
                                if k not in ("label", "name"))
             out.append(f"| {r.get('label', '')} | {r['name']} | {values} |")
-    mt = report.get("mutants")
-    if mt:
-        out += ["", f"Known-wrong submissions (tests/mutants): **caught {mt['caught']} / {mt['total']}**"
-                + (f"; missed: {', '.join(mt['missed'])}" if mt["missed"] else "") + "."]
-    ms = report.get("many_seeds")
-    if ms:
-        bad = [r for r in ms if not r["ok"]]
-        out += ["", f"Solutions over {ms[0]['seeds']} seeds (correctness only): "
-                + ("no false failure in any of the " + str(len(ms)) + " exercises." if not bad else
-                   "FALSE FAILURES: " + "; ".join(f"{r['exercise']}: {r['first_failure']}" for r in bad))]
     out += ["", "## Test runs", ""]
     for name, t in report.get("pytest", {}).items():
         out.append(f"- {name}: exit {t['rc']} in {t['seconds']:.0f} s: `{t['summary']}`")
@@ -267,19 +376,21 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     submissions of tests/mutants/) and report how long it took: class-grading.md/json."""
     from . import exercises
     from .classroom import grade_class
+    from .selftest import mutants_for
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ex = exercises.get(exercise)
-    pool = [ex.solution_path, ex.stub_path] + sorted((toolchain.ROOT / "tests" / "mutants" / ex.id).glob("*.cu"))
+    pool = [("the solution", ex.solution_path.read_text()), ("the stub", ex.stub_path.read_text())]
+    pool += [(f"mutant {m.name}", m.source()) for m in mutants_for(ex.id)]
     subs = Path(tempfile.mkdtemp(prefix="class-"))
     roster = {}
     for i in range(students):
-        src = pool[i % len(pool)]
+        what, text = pool[i % len(pool)]
         dest = subs / f"student{i:02d}" / ex.day / f"{ex.name}.cu"
         dest.parent.mkdir(parents=True)
-        dest.write_bytes(src.read_bytes())
-        roster[f"student{i:02d}"] = display_path(src)
+        dest.write_text(text)
+        roster[f"student{i:02d}"] = what
     t0 = time.perf_counter()
     lines: list[str] = []
     grade_class(subs, out / "class", only=[exercise], echo=lambda m: (print(m, flush=True), lines.append(m)))
@@ -333,24 +444,11 @@ def verify(out: str | Path, notebooks: bool = True) -> int:
     log(json.dumps(report["environment"]))
     report["builds"] = measure_builds(log)
     save()
-    # Timed work runs alone on the GPU: the solutions first, the notebooks last. In between,
-    # the untimed work side by side: the stubs' correctness runs and the grader's GPU tests
-    # (crashing, hanging and wrong submissions, several at a time through pytest-xdist).
+    # Timed work runs alone on the GPU: the solutions first, then the stubs (correctness only),
+    # then the notebooks.
     report["grading"] = grade("solution", log)
     save()
-    name = "grader GPU tests (mutants, crash, hang, sanitizer, stubs)"
-    xdist = ["-n", "4"] if _has_module("xdist") else []
-    junit = Path(tempfile.mkdtemp(prefix="junit-")) / "gpu-tests.xml"
-    with cf.ThreadPoolExecutor(max_workers=2) as pool:
-        stubs = pool.submit(grade, "stub", log)
-        seeds = pool.submit(many_seeds, log)
-        report["pytest"][name] = _pytest(["tests", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                                          f"--junitxml={junit}", *xdist], _env(), out / "pytest-gpu-tests.log", 330)
-        report["grading"] += stubs.result()
-        report["many_seeds"] = seeds.result()
-    report["mutants"] = _mutant_tally(junit)
-    log(f"{name}: {report['pytest'][name]['summary']}; mutants caught {report['mutants']['caught']} / "
-        f"{report['mutants']['total']}")
+    report["grading"] += grade("stub", log)
     save()
     if notebooks:
         measurements = Path(tempfile.mkdtemp(prefix="nb-measure-")) / "measurements.jsonl"
@@ -364,8 +462,6 @@ def verify(out: str | Path, notebooks: bool = True) -> int:
     save()
     days = [c for c in report["builds"]["cold"] if c["label"].endswith("kernel versions")]
     ok = (all(r["as_expected"] for r in report["grading"])
-          and all(r["ok"] for r in report.get("many_seeds", []))
-          and report.get("mutants", {}).get("caught") == report.get("mutants", {}).get("total")
           and all(t["rc"] == 0 for t in report["pytest"].values())
           and all(c["ok"] for c in report["builds"]["cold"])
           and all(c["seconds"] <= TARGET_COLD_S for c in days)
