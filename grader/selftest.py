@@ -137,3 +137,10 @@ def mutants_for(exercise_id: str) -> list[Mutant]:
     """The mutants of one exercise, sorted by name (none when it has no TOML file)."""
     path = MUTANTS_DIR / f"{exercise_id}.toml"
     return sorted(_load(path), key=lambda m: m.name) if path.exists() else []
+
+
+def written_dir() -> Path:
+    """Where the tests and `verify --self-test` write mutants to grade: one stable folder in
+    the build cache, so that a mutant built once (the cache key includes the file's path) is
+    found again by the next run."""
+    return toolchain.cache_dir() / "mutants"

@@ -185,7 +185,7 @@ def _prepare_in_subprocess(job: tuple[str, str]) -> tuple[str, float, str]:
 def self_test(out: str | Path) -> int:
     """The grader tests itself on the GPU: every mutant must get its expected verdict, the
     other GPU tests must pass, no solution may fail over 20 seeds. gpu-self-test.md/.json."""
-    from .selftest import all_mutants
+    from .selftest import all_mutants, written_dir
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -202,14 +202,13 @@ def self_test(out: str | Path) -> int:
 
     report: dict = {"environment": _env_info(), "pytest": {}}
     log(json.dumps(report["environment"]))
-    # Build every mutant first, many at a time (the tests then find them in the cache: they
-    # write each mutant to the same place, tests/test_mutants.py's mutant_dir()).
+    # Build every mutant first, many at a time: the tests write each mutant to the same
+    # place (selftest.written_dir()) and find its build in the cache.
     first = _build_in_subprocess({"label": "warm-up", "file": str(Path(__file__).parent / "warmup.cu"),
                                   "name": "warmup"})
     log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
     mutants = all_mutants()
-    where = toolchain.cache_dir() / "mutants"
-    jobs = [(m.exercise, str(m.write(where))) for m in mutants.values()]
+    jobs = [(m.exercise, str(m.write(written_dir()))) for m in mutants.values()]
     t_build = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=max(2, min(14, (os.cpu_count() or 4) - 2))) as pool:
         prepared = list(pool.map(_prepare_in_subprocess, jobs))
@@ -221,7 +220,7 @@ def self_test(out: str | Path) -> int:
     with cf.ThreadPoolExecutor(max_workers=1) as pool:
         seeds = pool.submit(many_seeds, log)
         report["pytest"][name] = _pytest(["tests", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                                          f"--junitxml={junit}", *xdist], _env(MUTANTS_DIR=str(where)),
+                                          f"--junitxml={junit}", *xdist], _env(),
                                          out / "pytest-gpu-tests.log", 420)
         report["many_seeds"] = seeds.result()
     report["mutants"] = _mutant_tally(junit)

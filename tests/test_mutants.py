@@ -3,7 +3,7 @@
 tests/mutants/<exercise>.toml holds, per mutant, what is wrong, the group of the check
 that must fail, a substring of its name or detail, and the edits that turn the current
 reference solution into the mutant (grader/selftest.py). Each test grades the mutant's
-source written into its tmp_path. Static defects (source, SASS, build) are caught
+source written into selftest.written_dir() (in the build cache, so builds are reused). Static defects (source, SASS, build) are caught
 everywhere; the rest run on a GPU.
 """
 import pytest
@@ -17,9 +17,9 @@ STATIC = sorted(k for k, m in MUTANTS.items() if not m.needs_gpu)
 RUNTIME = sorted(k for k, m in MUTANTS.items() if m.needs_gpu)
 
 
-def _grade(key, tmp_path, **kw):
+def _grade(key, **kw):
     m = MUTANTS[key]
-    return check(m.exercise, source=m.write(tmp_path), quiet=True, **kw)
+    return check(m.exercise, source=m.write(selftest.written_dir()), quiet=True, **kw)
 
 
 def _says(item, reason):
@@ -59,9 +59,9 @@ def test_every_mutants_edits_apply_to_the_current_solution():
 
 @pytest.mark.gpu  # needs no GPU, but `-m gpu` (the GPU verification) selects it too: all mutants in one tally
 @pytest.mark.parametrize("key", STATIC)
-def test_static_checks_catch(key, tmp_path):
+def test_static_checks_catch(key):
     want = MUTANTS[key]
-    result = _grade(key, tmp_path, perf=False, seeds=1)
+    result = _grade(key, perf=False, seeds=1)
     assert result.failures, f"{key} was not caught:\n{result}"
     first = result.failures[0]
     assert first.group == want.group and _says(first, want.reason), \
@@ -70,15 +70,15 @@ def test_static_checks_catch(key, tmp_path):
 
 @gpu
 @pytest.mark.parametrize("key", RUNTIME)
-def test_runtime_checks_catch(key, tmp_path):
+def test_runtime_checks_catch(key):
     want = MUTANTS[key]
     timed = want.group == "performance"
     # 25 s stops a hang; the others get room for a busy GPU (the verification runs tests side by side).
     hang = want.reason == "no result within"
-    result = _grade(key, tmp_path, perf=timed, seeds=2, timeout=25 if hang else 120)
+    result = _grade(key, perf=timed, seeds=2, timeout=25 if hang else 120)
     hits = [i for i in result.failures if i.group == want.group and _says(i, want.reason)]
     if not hits and want.sanitizer:  # a race need not show in the outputs; the sanitizer sees it
-        _caught_by_sanitizer(key, want.sanitizer, tmp_path)
+        _caught_by_sanitizer(key, want.sanitizer)
         return
     missing_tool = [i for i in result.items if i.status == "skip" and i.group == want.group
                     and _says(i, want.reason)]
@@ -90,8 +90,8 @@ def test_runtime_checks_catch(key, tmp_path):
     assert hits, f"{key}: expected a {want.group} failure saying '{want.reason}'\n{result}"
 
 
-def _caught_by_sanitizer(key, tool, tmp_path):
-    result = _grade(key, tmp_path, sanitize=tool, seeds=1)
+def _caught_by_sanitizer(key, tool):
+    result = _grade(key, sanitize=tool, seeds=1)
     item = next((i for i in result.items if i.name == f"compute-sanitizer {tool}"), None)
     if item is not None and item.status == "skip":
         pytest.skip(f"{key}: the race did not show in the outputs, and {item.detail}")
