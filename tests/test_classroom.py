@@ -87,3 +87,20 @@ def test_unknown_selection_and_missing_folder(tmp_path):
     assert grade_class(tmp_path / "nope", tmp_path / "out", echo=lambda s: None) == 2
     (tmp_path / "subs").mkdir()
     assert grade_class(tmp_path / "subs", tmp_path / "out", only=["day99"], echo=lambda s: None) == 2
+
+
+def test_a_figure_above_the_peak_bandwidth_stays_out_of_the_gradebook(tmp_path):
+    from grader import exercises
+    from grader.classroom import write_reports
+
+    def perf(gbps):
+        return {"group": "performance", "name": "n=67108865", "status": "fail" if gbps > 5000 else "pass",
+                "detail": "...", "metrics": {"gbps": gbps, "copy_ratio": gbps / 4150, "peak_gbps": 4814.0}}
+
+    for student, gbps in (("honest", 3900.0), ("stale", 628000.0)):
+        (tmp_path / "results" / student).mkdir(parents=True)
+        (tmp_path / "results" / student / "day01.scale_add.json").write_text(json.dumps(
+            {"exercise": "day01.scale_add", "verdict": "fail", "score": 50, "items": [perf(gbps)]}))
+    rows = {r["student"]: r for r in write_reports(tmp_path, [exercises.get("day01.scale_add")])}
+    assert rows["honest"]["gbps"] == 3900.0 and rows["honest"]["copy_ratio"] == round(3900 / 4150, 3)
+    assert rows["stale"]["gbps"] == "" and rows["stale"]["copy_ratio"] == ""
