@@ -79,7 +79,7 @@ def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
         got = found.get(want.name)
         if got is None:
             problems.append(f"missing `COURSE_EXPORT {proto}`")
-        elif (got.returns, [(p.kind, p.base) for p in got.params]) != (want.returns, [(p.kind, p.base) for p in want.params]):
+        elif (got.returns, _shape(got)) != (want.returns, _shape(want)):
             problems.append(f"{source.path}:{got.line}: `{got.prototype()}` does not match the fixed entry point "
                             f"`{want.prototype()}`")
     if problems:
@@ -87,6 +87,13 @@ def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
         return False
     result.add("source", "entry points", "pass", ", ".join(sorted(found)))
     return True
+
+
+def _shape(export) -> list[tuple]:
+    """What an entry point must keep: each parameter's kind and type, and whether a pointer is
+    to const (so that swapping `out` and `inp` is caught before anything runs)."""
+    return [(p.kind, p.base, p.kind == "pointer" and "const" in p.ctype.split("*")[0].split())
+            for p in export.params]
 
 
 def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.CompileReport | None:

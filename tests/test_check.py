@@ -49,6 +49,9 @@ def test_wrong_entry_point_signature(tmp_path):
     assert "does not match the fixed entry point" in reason
     text = SOLUTION.read_text().replace("COURSE_EXPORT cudaError_t scale_add(", "COURSE_EXPORT cudaError_t scaleadd(")
     assert "missing" in _reason(check("day01.scale_add", source=_submit(tmp_path, text)))
+    # out and x swapped: same types, but the output is no longer the non-const pointer
+    text = SOLUTION.read_text().replace("scale_add(float* out, const float* x,", "scale_add(const float* x, float* out,")
+    assert "does not match the fixed entry point" in _reason(check("day01.scale_add", source=_submit(tmp_path, text)))
 
 
 def test_no_kernel_at_all(tmp_path):
