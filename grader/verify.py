@@ -159,6 +159,7 @@ def _mutant_tally(junit: Path) -> dict:
         outcome = ("skipped: " + (skipped.get("message") or "")[:200] if skipped is not None else
                    "MISSED: " + (failed.get("message") or "")[:200] if failed is not None else "caught")
         rows.append({"mutant": name[name.index("[") + 1:-1], "outcome": outcome})
+    rows.sort(key=lambda r: r["mutant"])
     ran = [r for r in rows if not r["outcome"].startswith("skipped")]
     missed = [r["mutant"] for r in ran if r["outcome"] != "caught"]
     return {"caught": len(ran) - len(missed), "total": len(ran), "missed": missed,
