@@ -82,6 +82,13 @@ class Exercise:
         return [c for c in self.cases if c.perf]
 
 
+def torch_dtype(name: str):
+    """A case's "dtype" parameter ("fp32", "fp16", "bf16") as the torch dtype."""
+    import torch
+
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
 def poison(t):
     """Fill an output with NaN (or an unlikely integer) so unwritten elements fail."""
     import torch

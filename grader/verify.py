@@ -69,6 +69,13 @@ def _build_in_subprocess(job: dict) -> dict:
     return {"label": job["label"], "ok": True, "wall_s": wall, **json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
+def _warm_up() -> dict:
+    """The first build after a torch install also makes the precompiled torch header: do it
+    with a build of its own, before the builds that are measured or run side by side."""
+    return _build_in_subprocess({"label": "warm-up", "file": str(Path(__file__).parent / "warmup.cu"),
+                                 "name": "warmup"})
+
+
 def _env(**extra) -> dict:
     return toolchain.subprocess_env(**extra)
 
@@ -84,8 +91,7 @@ def measure_builds(log) -> dict:
     # The precompiled torch header is made once per torch install, by the first build:
     # make it with a build of its own, so that the figures below are what a learner
     # waits for each day.
-    first = _build_in_subprocess({"label": "warm-up", "file": str(Path(__file__).parent / "warmup.cu"),
-                                  "name": "warmup"})
+    first = _warm_up()
     log(f"first build ({'precompiled header already there' if pch_existed else 'making the precompiled header'}): "
         f"{first['wall_s']:.1f} s")
     with cf.ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
@@ -205,8 +211,7 @@ def self_test(out: str | Path) -> int:
     log(json.dumps(report["environment"]))
     # Build every mutant first, many at a time: the tests write each mutant to the same
     # place (selftest.written_dir()) and find its build in the cache.
-    first = _build_in_subprocess({"label": "warm-up", "file": str(Path(__file__).parent / "warmup.cu"),
-                                  "name": "warmup"})
+    first = _warm_up()
     log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
     mutants = all_mutants()
     jobs = [(m.exercise, str(m.write(written_dir()))) for m in mutants.values()]

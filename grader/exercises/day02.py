@@ -1,8 +1,10 @@
 """Day 2 exercise: SiLU-and-mul (fp16 / bf16) with 16-byte vector loads."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
 
+# The gated activations (x of shape [tokens, 2d] -> out [tokens, d]) of Days 2 and 3 share
+# these shapes, cases and outputs.
 # (num_tokens, d): tails 1/2/3/127/128/129, hidden sizes that are not a multiple
 # of the 8-element vector (111, 500, 4100), batch 1/19/99/989, a misaligned base
 # pointer, and 16384 x 8192 (805 MB moved, 13x the L2), which is also timed.
@@ -11,7 +13,7 @@ SHAPES = [(1, 1), (1, 2), (2, 3), (3, 127), (19, 128), (99, 129), (989, 111), (1
 DTYPES = ("fp16", "bf16")
 
 
-def _cases():
+def gated_cases():
     cases = []
     for dt in DTYPES:
         cases += [Case(f"{dt} tokens={t} d={d}", {"dtype": dt, "tokens": t, "d": d, "offset": 0})
@@ -23,21 +25,15 @@ def _cases():
     return cases
 
 
-def _torch_dtype(p):
-    import torch
-
-    return {"fp16": torch.float16, "bf16": torch.bfloat16}[p["dtype"]]
-
-
 def _inputs(p, gen):
     import torch
 
     x = torch.randn(p["tokens"], 2 * p["d"], generator=gen, device="cuda") * 2.0
-    return {"input": offset_view(x.to(_torch_dtype(p)), p["offset"])}
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
 
 
-def _outputs(p, inputs):
-    return {"out": empty_like_offset((p["tokens"], p["d"]), _torch_dtype(p), "cuda", p["offset"])}
+def gated_outputs(p, inputs):
+    return {"out": empty_like_offset((p["tokens"], p["d"]), torch_dtype(p["dtype"]), "cuda", p["offset"])}
 
 
 def _call(mod, p, inputs, outputs):
@@ -79,9 +75,9 @@ EXERCISES = [
             "cudaError_t silu_and_mul_bf16(__nv_bfloat16* out, const __nv_bfloat16* input, int64_t num_tokens, "
             "int64_t d, cudaStream_t stream)",
         ],
-        cases=_cases(),
+        cases=gated_cases(),
         make_inputs=_inputs,
-        make_outputs=_outputs,
+        make_outputs=gated_outputs,
         call=_call,
         reference=_reference,
         tolerance=_tolerance,

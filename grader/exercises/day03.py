@@ -2,17 +2,14 @@
 through PTX butterfly shuffles."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
+from ..spec import Case, Exercise, Tolerance, offset_view, torch_dtype
+from .day02 import gated_cases, gated_outputs
 
 NOTEBOOK = "notebooks/day03_ptx_and_fast_math.ipynb"
 
 # ------------------------------------------------------------------ gelu_tanh_and_mul
-# (num_tokens, d): tails 1/2/3/127/128/129, hidden sizes that are not a multiple of the
-# 8-element vector (111, 500, 4100), batch 1/19/99/989, a misaligned base pointer, and
-# 16384 x 8192 (805 MB moved, 13x the L2), which is also timed.
-GELU_SHAPES = [(1, 1), (1, 2), (2, 3), (3, 127), (19, 128), (99, 129), (989, 111), (19, 500),
-               (1, 4096), (7, 4100), (128, 8192)]
-DTYPES = ("fp16", "bf16")
+# Day 2's shapes and cases (tails, unaligned d, batch 1/19/99/989, a misaligned pointer, and
+# 16384 x 8192 timed) and its output: the same gated shape [tokens, 2d] -> [tokens, d].
 INPUT_BOUND = 4.0  # inputs are uniform in [-4, 4]: GELU's bend and both of its tails
 
 # tanh.approx.f32's documented error (PTX ISA): 2^-11 relative; the fp16 form's 2^-10.987
@@ -21,33 +18,11 @@ TANH_APPROX_ERR = 2.0 ** -10.987
 UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}  # rounding the fp32 result once
 
 
-def _gelu_cases():
-    cases = []
-    for dt in DTYPES:
-        cases += [Case(f"{dt} tokens={t} d={d}", {"dtype": dt, "tokens": t, "d": d, "offset": 0})
-                  for t, d in GELU_SHAPES]
-        cases.append(Case(f"{dt} tokens=33 d=1024 misaligned by 1",
-                          {"dtype": dt, "tokens": 33, "d": 1024, "offset": 1}))
-    cases += [Case(f"{dt} tokens=16384 d=8192 (past L2)", {"dtype": dt, "tokens": 16384, "d": 8192, "offset": 0},
-                   perf=True) for dt in DTYPES]
-    return cases
-
-
-def _torch_dtype(p):
-    import torch
-
-    return {"fp16": torch.float16, "bf16": torch.bfloat16}[p["dtype"]]
-
-
 def _gelu_inputs(p, gen):
     import torch
 
     x = torch.rand(p["tokens"], 2 * p["d"], generator=gen, device="cuda") * (2 * INPUT_BOUND) - INPUT_BOUND
-    return {"input": offset_view(x.to(_torch_dtype(p)), p["offset"])}
-
-
-def _gelu_outputs(p, inputs):
-    return {"out": empty_like_offset((p["tokens"], p["d"]), _torch_dtype(p), "cuda", p["offset"])}
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
 
 
 def _gelu_call(mod, p, inputs, outputs):
@@ -158,9 +133,9 @@ EXERCISES = [
             "cudaError_t gelu_tanh_and_mul_bf16(__nv_bfloat16* out, const __nv_bfloat16* input, "
             "int64_t num_tokens, int64_t d, cudaStream_t stream)",
         ],
-        cases=_gelu_cases(),
+        cases=gated_cases(),
         make_inputs=_gelu_inputs,
-        make_outputs=_gelu_outputs,
+        make_outputs=gated_outputs,
         call=_gelu_call,
         reference=_gelu_reference,
         tolerance=_gelu_tolerance,

@@ -1,7 +1,7 @@
 """Day 4 exercise: a conflict-free matrix transpose (fp32 and fp16), any shape."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
 
 # (rows, cols): single elements, single rows and columns, tails 1/2/3/127/128/129 around the
 # 64-unit tile, odd sizes (fp16 then moves single halves instead of pairs), 33 x 4097 (one tile
@@ -28,12 +28,6 @@ def _cases():
     return cases
 
 
-def _torch_dtype(p):
-    import torch
-
-    return {"fp32": torch.float32, "fp16": torch.float16}[p["dtype"]]
-
-
 def _element_size(p):
     return {"fp32": 4, "fp16": 2}[p["dtype"]]
 
@@ -42,11 +36,11 @@ def _inputs(p, gen):
     import torch
 
     x = torch.randn(p["rows"], p["cols"], generator=gen, device="cuda")
-    return {"input": offset_view(x.to(_torch_dtype(p)), p["offset"])}
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
 
 
 def _outputs(p, inputs):
-    return {"out": empty_like_offset((p["cols"], p["rows"]), _torch_dtype(p), "cuda", p["offset"])}
+    return {"out": empty_like_offset((p["cols"], p["rows"]), torch_dtype(p["dtype"]), "cuda", p["offset"])}
 
 
 def _call(mod, p, inputs, outputs):

@@ -6,7 +6,7 @@ torch.softmax would return NaN. +inf and NaN inputs are out of scope.
 """
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
 
 DTYPES = ("fp32", "fp16", "bf16")
 SCALE = 3.0  # logits ~ N(0, 3^2): probabilities spread over ~10 orders of magnitude
@@ -48,12 +48,6 @@ def _cases():
     return cases
 
 
-def _torch_dtype(p):
-    import torch
-
-    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[p["dtype"]]
-
-
 def _mask(p, gen, device):
     """Where the logits are -inf (True), or None."""
     import torch
@@ -79,11 +73,11 @@ def _inputs(p, gen, device="cuda"):
     masked = _mask(p, gen, device)
     if masked is not None:
         x = x.masked_fill(masked, float("-inf"))
-    return {"x": offset_view(x.to(_torch_dtype(p)), p["offset"])}
+    return {"x": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
 
 
 def _outputs(p, inputs):
-    return {"out": empty_like_offset((p["rows"], p["cols"]), _torch_dtype(p), inputs["x"].device, p["offset"])}
+    return {"out": empty_like_offset((p["rows"], p["cols"]), torch_dtype(p["dtype"]), inputs["x"].device, p["offset"])}
 
 
 def _call(mod, p, inputs, outputs):

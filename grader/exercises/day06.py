@@ -1,7 +1,7 @@
 """Day 6 exercises: RMSNorm and fused residual-add + RMSNorm (fp16 / bf16), the row read once."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
 
 EPS = 1e-6
 # (rows, hidden): tails 1/2/3/127/128/129, hidden sizes that are not a multiple of the 8-element
@@ -31,18 +31,12 @@ def _cases(perf_shapes):
     return cases
 
 
-def _torch_dtype(p):
-    import torch
-
-    return {"fp16": torch.float16, "bf16": torch.bfloat16}[p["dtype"]]
-
-
 def _weight(p, gen):
     import torch
 
     # Around 1 like a trained norm weight, with spread (some near 0, some near 2.5).
     w = 1.0 + 0.5 * torch.randn(p["hidden"], generator=gen, device="cuda")
-    return offset_view(w.to(_torch_dtype(p)), p["weight_offset"])
+    return offset_view(w.to(torch_dtype(p["dtype"])), p["weight_offset"])
 
 
 def _rms_normalize(h, w, eps):
@@ -69,11 +63,11 @@ def _rms_inputs(p, gen):
 
     # Scale 3: a sum of squares kept in fp16 would overflow (> 65504) from hidden ~7300 on.
     x = 3.0 * torch.randn(p["rows"], p["hidden"], generator=gen, device="cuda")
-    return {"input": offset_view(x.to(_torch_dtype(p)), p["offset"]), "weight": _weight(p, gen)}
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"]), "weight": _weight(p, gen)}
 
 
 def _rms_outputs(p, inputs):
-    return {"out": empty_like_offset((p["rows"], p["hidden"]), _torch_dtype(p), "cuda", p["offset"])}
+    return {"out": empty_like_offset((p["rows"], p["hidden"]), torch_dtype(p["dtype"]), "cuda", p["offset"])}
 
 
 def _rms_call(mod, p, inputs, outputs):
@@ -96,7 +90,7 @@ def _rms_baseline(p, inputs, outputs):
 def _fused_inputs(p, gen):
     import torch
 
-    dt = _torch_dtype(p)
+    dt = torch_dtype(p["dtype"])
     x = torch.randn(p["rows"], p["hidden"], generator=gen, device="cuda")        # a layer's output
     r = 2.0 * torch.randn(p["rows"], p["hidden"], generator=gen, device="cuda")  # the residual stream
     return {"input": offset_view(x.to(dt), p["offset"]), "residual": offset_view(r.to(dt), p["offset"]),
@@ -111,7 +105,7 @@ def _fused_call(mod, p, inputs, outputs):
 def _fused_reference(p, inputs):
     # h = x + r in fp32, rounded to the storage dtype: that is the new residual, and the norm is
     # taken of exactly that stored value (as rms_norm(residual) after an eager add would be).
-    h = (inputs["input"].float() + inputs["residual"].float()).to(_torch_dtype(p)).float()
+    h = (inputs["input"].float() + inputs["residual"].float()).to(torch_dtype(p["dtype"])).float()
     return {"input": _rms_normalize(h, inputs["weight"].float(), p["eps"]), "residual": h}
 
 
