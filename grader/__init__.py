@@ -7,7 +7,7 @@ from . import toolchain
 
 toolchain.cuda_home()  # torch reads CUDA_HOME once, when cpp_extension is first imported
 
-from .checks import check  # noqa: E402
+from .check import check  # noqa: E402
 from .exercises import all_exercises  # noqa: E402
 
 __all__ = ["check", "all_exercises", "toolchain"]

@@ -1,6 +1,6 @@
 """`python -m grader` / `course-grader`: list, check, doctor, release, verify.
 
-The options of `check` are defined once in OPTIONS and shared with the pytest
+The options of `check` are defined once in options.py and shared with the pytest
 plugin (`pytest --grader day02.silu_and_mul ...`), so both accept the same flags.
 """
 from __future__ import annotations
@@ -9,25 +9,8 @@ import argparse
 import json
 import sys
 
-# name, help, argparse kwargs: shared by the CLI's `check` and the pytest plugin (prefixed --grader-).
-OPTIONS = [
-    ("source", "grade this .cu file instead of the learner's kernels/dayNN/NAME.cu", dict(default=None)),
-    ("solutions", "grade the reference solution (solutions/dayNN/NAME.cu)", dict(action="store_true")),
-    ("seeds", "number of random seeds per correctness case", dict(type=int, default=3)),
-    ("secret-seed", "one more seed whose value is not shown (also GRADER_SECRET_SEED)", dict(type=int, default=None)),
-    ("no-perf", "skip the performance measurement", dict(action="store_true")),
-    ("timeout", "seconds before a hanging kernel is stopped", dict(type=float, default=None)),
-    ("sanitize", "run the small cases under compute-sanitizer (memcheck or racecheck)",
-     dict(choices=["memcheck", "racecheck"], default=None)),
-]
-
-
-def check_kwargs(get) -> dict:
-    """Turn option values (looked up by their dashed name) into grader.check arguments."""
-    return dict(source=get("source"), solutions=True if get("solutions") else None, seeds=get("seeds"),
-                secret_seed=get("secret-seed"), perf=not get("no-perf"), timeout=get("timeout"),
-                sanitize=get("sanitize"))
-
+from . import config
+from .options import OPTIONS, check_kwargs
 
 def cmd_list(args) -> int:
     from . import exercises, toolchain
@@ -44,7 +27,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .checks import check
+    from .check import check
 
     code = 0
     for ex_id in args.exercise:
@@ -75,7 +58,7 @@ def cmd_grade(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .verify import class_benchmark, self_test, verify
+    from .maintain.verify import class_benchmark, self_test, verify
 
     if args.class_benchmark:
         return class_benchmark(args.out, args.class_benchmark)
@@ -106,9 +89,9 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="grade again what an earlier run already graded")
     p.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the cores)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per submission on the GPU")
-    p.add_argument("--memory-gb", type=float, default=16.0, help="host memory limit per grading process")
+    p.add_argument("--memory-gb", type=float, default=config.CLASS_MEMORY_GB, help="host memory limit per grading process")
     p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
-    p.add_argument("--seeds", type=int, default=3, help="public seeds per correctness case")
+    p.add_argument("--seeds", type=int, default=config.PUBLIC_SEEDS, help="public seeds per correctness case")
     p.set_defaults(fn=cmd_grade)
     p = sub.add_parser("verify", help="the GPU verification runs: notebooks, every solution and stub; "
                        "the grader's self-test; a class benchmark (reports)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .cli import OPTIONS, check_kwargs
+from .options import OPTIONS, check_kwargs
 
 
 def pytest_addoption(parser):
@@ -22,7 +22,7 @@ class GraderItem(pytest.Item):
         self.result = None
 
     def runtest(self):
-        from .checks import check
+        from .check import check
 
         opt = self.config.getoption
         self.result = check(self.exercise, **check_kwargs(lambda k: opt(f"grader_{k.replace('-', '_')}")))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import toolchain
+from . import config, toolchain
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Exercise:
     max_bank_conflicts: int | None = None
     inplace: tuple[str, ...] = ()                       # inputs the kernel updates in place (also outputs)
     notebook: str = ""                                  # the notebook that teaches it
-    timeout_s: float = 180.0
+    timeout_s: float = config.CHECK_TIMEOUT_S
 
     @property
     def day(self) -> str:

@@ -149,3 +149,12 @@ def subprocess_env(root: str | Path | None = None, **extra: str) -> dict[str, st
 
 def python_info() -> str:
     return sys.version.split()[0]
+
+
+def display_path(p: str | Path) -> str:
+    """A path relative to the course root when it is inside it."""
+    p = Path(p).resolve()
+    try:
+        return str(p.relative_to(ROOT))
+    except ValueError:
+        return str(p)

@@ -1,7 +1,7 @@
 """Builds: compile errors come back as the first error with file and line; SASS is read without a GPU."""
 import pytest
 
-from grader import build
+from grader import build, toolchain
 from grader.build import BuildError, Source, compile_cubin, parse_first_error
 
 GOOD = """#include "course/vec.cuh"
@@ -68,7 +68,7 @@ def test_extension_builds_without_a_gpu_and_reloads_from_cache():
     first = build.build([src], name="test_twice", quiet=True)
     assert hasattr(first.module, "twice") and first.kernels == ["twice_kernel"]
     assert "main.cpp" in {p.name for p in first.directory.iterdir()}
-    build._loaded.clear()
+    build.extension._loaded.clear()
     again = build.build([src], name="test_twice", quiet=True)
     assert again.cached and again.name == first.name and again.seconds < 5
 
@@ -78,5 +78,5 @@ def test_failed_build_leaves_nothing_behind():
     with pytest.raises(BuildError) as err:
         build.build([src], name="test_bad", quiet=True)
     assert err.value.file == "tests/bad_ext.cu" and err.value.line == 8
-    leftovers = [p for p in (build.toolchain.cache_dir() / "ext").glob("test_bad_*")]
+    leftovers = [p for p in (toolchain.cache_dir() / "ext").glob("test_bad_*")]
     assert leftovers == []

@@ -2,7 +2,7 @@
 import pytest
 
 import grader
-from grader.checks import check
+from grader.check import check
 from conftest import gpu
 
 SOLUTION = grader.toolchain.SOLUTIONS / "day01" / "scale_add.cu"

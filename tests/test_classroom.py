@@ -8,7 +8,8 @@ import zipfile
 import pytest
 
 from grader import toolchain
-from grader.classroom import HIDDEN, _public, grade_class
+from grader.classroom import HIDDEN, grade_class
+from grader.classroom.reports import _public
 
 SOLUTION = toolchain.SOLUTIONS / "day01" / "scale_add.cu"
 

@@ -1,6 +1,6 @@
 import torch
 
-from grader.compare import compare, unchanged
+from grader.check.compare import compare, unchanged
 
 
 def test_exact_match_and_tolerance():

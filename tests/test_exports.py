@@ -1,6 +1,6 @@
 import pytest
 
-from grader.exports import ExportError, generate_binding, global_kernel_names, parse_exports
+from grader.build.exports import ExportError, generate_binding, global_kernel_names, parse_exports
 
 SRC = """
 // COURSE_EXPORT void commented_out(float* x);

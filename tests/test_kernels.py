@@ -4,8 +4,8 @@ import pytest
 
 from grader import exercises, toolchain
 from grader.build import Source, compile_cubin
-from grader.checks import sass_checks, static_checks
-from grader.result import Result
+from grader.check import sass_checks, static_checks
+from grader.check import Result
 
 EXERCISES = list(exercises.all_exercises().values())
 VERSION_FILES = sorted(p for p in toolchain.KERNELS.glob("day*/*.cu")

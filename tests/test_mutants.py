@@ -9,8 +9,9 @@ everywhere; the rest run on a GPU.
 import pytest
 
 from conftest import gpu
-from grader import exercises, selftest
-from grader.checks import check
+from grader import exercises
+from grader.maintain import selftest
+from grader.check import check
 
 MUTANTS = selftest.all_mutants()
 STATIC = sorted(k for k, m in MUTANTS.items() if not m.needs_gpu)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-GROUPS = ("source", "sass", "build", "correctness", "work", "performance")
+from ..config import GROUPS
+
 MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip"}
 COLOR = {"pass": "#1a7f37", "fail": "#cf222e", "skip": "#6e7781"}
 

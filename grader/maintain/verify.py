@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import toolchain
+from .. import build, config, toolchain
 
 TARGET_COLD_S = 20.0
 TARGET_CACHED_S = 1.0
@@ -49,7 +49,7 @@ print(json.dumps({"seconds": b.seconds, "cached": b.cached, "module": b.name}))
 
 def _build_jobs() -> list[dict]:
     """What the notebooks and the grading build: each day's versions, each solution and stub."""
-    from . import exercises
+    from .. import exercises
 
     jobs = [{"label": f"{d.name} kernel versions", "day": d.name}
             for d in sorted(toolchain.KERNELS.glob("day*")) if d.is_dir()]
@@ -72,7 +72,7 @@ def _build_in_subprocess(job: dict) -> dict:
 def _warm_up() -> dict:
     """The first build after a torch install also makes the precompiled torch header: do it
     with a build of its own, before the builds that are measured or run side by side."""
-    return _build_in_subprocess({"label": "warm-up", "file": str(Path(__file__).parent / "warmup.cu"),
+    return _build_in_subprocess({"label": "warm-up", "file": str(build.WARMUP_SOURCE),
                                  "name": "warmup"})
 
 
@@ -108,13 +108,13 @@ def measure_builds(log) -> dict:
 
 def grade(kind: str, log) -> list[dict]:
     """Grade every solution (timed: run alone on the GPU) or every stub (correctness only)."""
-    from . import exercises
-    from .checks import check
+    from .. import exercises
+    from ..check import check
 
     rows = []
     for ex in exercises.all_exercises().values():
         res = check(ex.id, solutions=(kind == "solution"), perf=(kind == "solution"),
-                    seeds=3 if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
+                    seeds=config.PUBLIC_SEEDS if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
         ok = res.passed if kind == "solution" else (
             any(i.group == "correctness" and i.status == "fail" for i in res.items)
             and not any(i.group == "build" for i in res.failures))
@@ -131,22 +131,19 @@ def grade(kind: str, log) -> list[dict]:
     return rows
 
 
-SEEDS_FOR_FALSE_FAILURES = 20
-
-
 def many_seeds(log) -> list[dict]:
     """Every solution's correctness over 20 seeds: a grader that fails a right answer is worse
     than none."""
-    from . import exercises
-    from .checks import check
+    from .. import exercises
+    from ..check import check
 
     rows = []
     for ex in exercises.all_exercises().values():
-        res = check(ex.id, solutions=True, perf=False, seeds=SEEDS_FOR_FALSE_FAILURES, quiet=True)
+        res = check(ex.id, solutions=True, perf=False, seeds=config.FALSE_FAILURE_SEEDS, quiet=True)
         cases = [i for i in res.items if i.group == "correctness"]
-        rows.append({"exercise": ex.id, "cases": len(cases), "seeds": SEEDS_FOR_FALSE_FAILURES, "ok": res.ok,
+        rows.append({"exercise": ex.id, "cases": len(cases), "seeds": config.FALSE_FAILURE_SEEDS, "ok": res.ok,
                      "first_failure": res.first_failure()[:300]})
-        log(f"{ex.id} solution over {SEEDS_FOR_FALSE_FAILURES} seeds: {'no false failure' if res.ok else 'FAILED'}")
+        log(f"{ex.id} solution over {config.FALSE_FAILURE_SEEDS} seeds: {'no false failure' if res.ok else 'FAILED'}")
     return rows
 
 
@@ -176,7 +173,7 @@ _PREPARE_SNIPPET = """
 import sys
 from pathlib import Path
 from grader import exercises
-from grader.checks import prepare
+from grader.check import prepare
 prep = prepare(exercises.get(sys.argv[1]), Path(sys.argv[2]), quiet=True)
 print(prep.result.first_failure()[:200])
 """
@@ -242,7 +239,7 @@ def self_test(out: str | Path) -> int:
           f"Known-wrong submissions (tests/mutants): **caught {mt['caught']} / {mt['total']}**"
           + (f"; MISSED: {', '.join(mt['missed'])}" if mt["missed"] else "")
           + (f"; not run here: {', '.join(mt['skipped'])}" if mt["skipped"] else "") + ".", "",
-          f"Solutions over {SEEDS_FOR_FALSE_FAILURES} seeds (correctness only): "
+          f"Solutions over {config.FALSE_FAILURE_SEEDS} seeds (correctness only): "
           + (f"no false failure in any of the {len(ms)} exercises." if not bad else
              "FALSE FAILURES: " + "; ".join(f"{r['exercise']}: {r['first_failure']}" for r in bad)), "",
           f"Mutants built in parallel first: {report['prepare_s']:.0f} s. "
@@ -303,7 +300,7 @@ def _env_info() -> dict:
                                 capture_output=True, text=True).stdout.strip()
     except OSError:
         driver = "unknown"
-    from .bench import theoretical_bandwidth
+    from ..bench import theoretical_bandwidth
 
     peak = theoretical_bandwidth()
     return {"commit": _commit(), "gpu": p.name, "sm": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
@@ -379,8 +376,8 @@ def _markdown(report: dict) -> str:
 def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.silu_and_mul") -> int:
     """Grade a synthetic class (copies of the solution, the stub and the known-wrong
     submissions of tests/mutants/) and report how long it took: class-grading.md/json."""
-    from . import exercises
-    from .classroom import grade_class
+    from .. import exercises
+    from ..classroom import grade_class
     from .selftest import mutants_for
 
     out = Path(out)

@@ -1,6 +1,6 @@
 """The grading subprocess: runs a learner's kernel where a crash cannot hurt.
 
-Started by `grader.check` as `python -m grader.worker CONFIG.json`. It loads the
+Started by `grader.check` as `python -m grader.check.worker CONFIG.json`. It loads the
 already built extension, runs every correctness case, profiles one call, and
 times the performance cases, appending one JSON line per result to the results
 file as it goes. If the kernel hangs or kills the process (an illegal address
@@ -61,7 +61,7 @@ def _fresh_outputs(ex, p, inputs):
     """Outputs filled with NaN, so unwritten elements fail; in-place results are the inputs."""
     import torch
 
-    from .spec import poison
+    from ..spec import poison
 
     outputs = ex.make_outputs(p, inputs)
     for t in outputs.values():
@@ -75,7 +75,7 @@ def _rerun(ex, mod, p, inputs, before, outputs, expected):
     """After timing: restore the inputs, poison the outputs, run once more and judge."""
     import torch
 
-    from .spec import poison
+    from ..spec import poison
 
     for name, b in before.items():
         inputs[name].copy_(b)
@@ -138,7 +138,7 @@ def _profile_kernels(ex, mod, case, kernels, emit):
 def _perf(ex, mod, case, flusher, emit, calibrated_copy_gbps=None):
     import torch
 
-    from .bench import bench_interleaved, copy_baseline, theoretical_bandwidth
+    from ..bench import bench_interleaved, copy_baseline, theoretical_bandwidth
 
     p = case.params
     ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, 0)
@@ -185,7 +185,7 @@ def _perf(ex, mod, case, flusher, emit, calibrated_copy_gbps=None):
 
 def calibrate(nbytes: int = 1 << 30) -> float:
     """Copy bandwidth in GB/s (read + write), measured once for a class grading run."""
-    from .bench import bench_interleaved, copy_baseline
+    from ..bench import bench_interleaved, copy_baseline
 
     fn, moved = copy_baseline(nbytes)
     return bench_interleaved({"copy": fn})["copy"].gbps(moved)
@@ -195,7 +195,7 @@ def call_once(config_path: str) -> None:
     """Run the untimed cases once each, unchecked: the process `ncu` profiles for counters."""
     import torch
 
-    from . import build, exercises
+    from .. import build, exercises
 
     cfg = json.loads(open(config_path, encoding="utf-8").read())
     ex = exercises.get(cfg["exercise"])
@@ -214,7 +214,7 @@ def main(config_path: str) -> int:
     emit = Emitter(cfg["results"])
     import torch
 
-    from . import build, exercises
+    from .. import build, exercises
 
     ex = exercises.get(cfg["exercise"])
     try:
@@ -253,7 +253,7 @@ def main(config_path: str) -> int:
         except Exception as e:
             emit(group="work", name="kernels launched", status="fail", detail=_short_error(e))
     if cfg.get("perf", True):
-        from .bench import L2Flusher
+        from ..bench import L2Flusher
 
         flusher = L2Flusher()
         for case in ex.perf_cases:

@@ -31,10 +31,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import exercises, toolchain
+from .. import exercises, toolchain
+from ..config import GROUPS
 
 MUTANTS_DIR = toolchain.ROOT / "tests" / "mutants"
-GROUPS = ("source", "sass", "build", "correctness", "work", "performance")
 _REQUIRED = {"what": str, "group": str, "reason": str, "needs_gpu": bool, "edit": list}
 _OPTIONAL = {"sanitizer": str}
 

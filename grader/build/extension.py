@@ -1,0 +1,190 @@
+"""Build course kernels as a torch extension with `torch.utils.cpp_extension.load_inline`.
+
+`build(files)` compiles `.cu` files plus a generated binding. The module name is a hash
+of every input (sources, course headers, flags, torch, arch), so an edited kernel always
+rebuilds, an unchanged one loads from the cache in well under a second, and a failed
+build leaves nothing behind.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import toolchain
+from .errors import BuildError, parse_first_error
+from .exports import Export, generate_binding, global_kernel_names, parse_exports
+from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash
+
+# A trivial kernel built first: it makes the shared precompiled torch header before parallel builds.
+WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
+BINDING_VERSION = "3"  # bump when generate_binding's output changes
+SLOW_BUILD_NOTICE_S = 2.0
+
+
+class _Progress:
+    """Prints a line when a build runs longer than a couple of seconds, and its time at the end."""
+
+    def __init__(self, what: str, quiet: bool):
+        self.what, self.quiet, self.t0 = what, quiet, time.perf_counter()
+        self._done = threading.Event()
+        self._announced = False
+        self._timer = threading.Timer(SLOW_BUILD_NOTICE_S, self._announce)
+        self._timer.daemon = True
+
+    def _announce(self):
+        if not self._done.is_set() and not self.quiet:
+            self._announced = True
+            print(f"Building {self.what} (nvcc + g++, cached afterwards)...", flush=True)
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._timer.cancel()
+        self.seconds = time.perf_counter() - self.t0
+        if self._announced and exc[0] is None:
+            print(f"Built {self.what} in {self.seconds:.1f} s.", flush=True)
+
+
+# ------------------------------------------------------------ torch extension
+@dataclass
+class Built:
+    """A built extension: the Python module, its exports, and what it cost."""
+    module: object
+    name: str
+    directory: Path
+    exports: list[Export]
+    kernels: list[str]
+    seconds: float
+    cached: bool
+
+    def __getattr__(self, item):
+        return getattr(self.module, item)
+
+
+_loaded: dict[str, Built] = {}
+_build_lock = threading.Lock()
+
+
+def _cuda_cflags(arch: str) -> list[str]:
+    num = arch.replace(".", "")
+    return NVCC_FLAGS + [f"-gencode=arch=compute_{num},code=sm_{num}"]
+
+
+def build(files, name: str = "course", quiet: bool = False) -> Built:
+    """Compile `.cu` files (paths or Sources) and the generated binding into one
+    torch extension; return it with its entry points as attributes."""
+    sources = _as_sources(files)
+    what = name if len(sources) > 1 else sources[0].path
+    exports: list[Export] = []
+    kernels: list[str] = []
+    for s in sources:
+        try:
+            exports += parse_exports(s.text, s.path)
+        except ValueError as e:
+            raise BuildError(what, str(e)) from None
+        kernels += global_kernel_names(s.text)
+    if not exports:
+        raise BuildError(what, "no entry point: mark the host function Python calls with COURSE_EXPORT")
+
+    import torch
+    from torch.utils import cpp_extension
+
+    t_start = time.perf_counter()  # hashing + loading or building, what a cached "build" costs
+    toolchain.cuda_home()
+    arch = toolchain.arch()
+    features = toolchain.load_inline_features()
+    binding = generate_binding(exports)
+    key = content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda),
+                                 arch, " ".join(_cuda_cflags(arch) + TORCH_NVCC_FLAGS), str(features)])
+    module_name = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{key}"
+    if module_name in _loaded:
+        return _loaded[module_name]
+    build_dir = toolchain.cache_dir() / "ext" / module_name
+    if (build_dir / f"{module_name}.so").exists():
+        # Same hash, same inputs: import the built module without asking ninja.
+        module = load_built(build_dir, module_name)
+        built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
+        _loaded[module_name] = built
+        return built
+    build_dir.mkdir(parents=True, exist_ok=True)
+
+    # #line makes nvcc report errors against the real file and line.
+    cuda_text = "\n".join(f'#line 1 "{s.path}"\n{s.text}' for s in sources)
+    kwargs = dict(
+        name=module_name, cpp_sources=[binding], cuda_sources=[cuda_text],
+        extra_cuda_cflags=_cuda_cflags(arch), extra_include_paths=[str(toolchain.INCLUDE)],
+        build_directory=str(build_dir), verbose=False,
+    )
+    if features["no_implicit_headers"]:
+        kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
+    torch_include = Path(torch.__file__).parent / "include" / "torch"
+    if features["use_pch"] and os.access(torch_include, os.W_OK):
+        kwargs["use_pch"] = True  # precompiled torch/extension.h (written next to it) for the binding
+    with _build_lock, _Progress(what, quiet) as progress, _pch_lock(torch_include, kwargs.get("use_pch")):
+        try:
+            module = cpp_extension.load_inline(**kwargs)
+        except RuntimeError as e:
+            shutil.rmtree(build_dir, ignore_errors=True)  # a failed build never sticks
+            raise parse_first_error(str(e), sources, what) from None
+        except Exception:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            raise
+    built = Built(module, module_name, build_dir, exports, kernels, progress.seconds, False)
+    _loaded[module_name] = built
+    return built
+
+
+class _pch_lock:
+    """The precompiled header is one file shared by every build of this torch install: while
+    it does not exist yet, builds in other processes (a parallel class grading, say) wait for
+    the one that makes it, instead of all writing it at once."""
+
+    def __init__(self, torch_include: Path, use_pch: bool | None):
+        self.needed = bool(use_pch) and not (torch_include / "extension.h.gch").exists()
+        self.f = None
+
+    def __enter__(self):
+        if self.needed:
+            import fcntl
+
+            self.f = open(toolchain.cache_dir() / "pch.lock", "w")
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.f:
+            self.f.close()  # releases the lock
+
+
+def day_files(day: str) -> list[Path]:
+    """A day's kernel versions: kernels/dayNN/*.cu except the exercise files."""
+    exercises = {p.name for p in (toolchain.SOLUTIONS / day).glob("*.cu")}
+    return sorted(p for p in (toolchain.KERNELS / day).glob("*.cu") if p.name not in exercises)
+
+
+def build_day(day: str, quiet: bool = False) -> Built:
+    """All of a day's kernel versions in one extension, as its notebook uses them."""
+    return build(day_files(day), name=day, quiet=quiet)
+
+
+def load_built(directory: str | Path, module_name: str):
+    """Import an already built extension by path (used in grading subprocesses)."""
+    import importlib.machinery
+    import importlib.util
+
+    import torch  # noqa: F401  (the extension links against libtorch)
+
+    path = Path(directory) / f"{module_name}.so"
+    loader = importlib.machinery.ExtensionFileLoader(module_name, str(path))
+    spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module

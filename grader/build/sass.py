@@ -1,0 +1,172 @@
+"""Compile-only mode: nvcc to an sm_90 cubin with `-Xptxas -v`, then cuobjdump's SASS and
+cu++filt's kernel names. Registers, shared memory, spills and opcodes, no GPU needed."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+from .. import toolchain
+from .errors import BuildError, parse_first_error
+from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash
+
+REPORT_VERSION = "2"  # bump when what a cached report holds changes (kernel names: cu++filt)
+
+
+@dataclass
+class KernelInfo:
+    """One `__global__` function of a cubin."""
+    mangled: str
+    name: str
+    registers: int = 0
+    shared_bytes: int = 0
+    stack_bytes: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    sass: str = field(default="", repr=False)
+
+    def opcodes(self) -> dict[str, int]:
+        """Count of each SASS opcode (with modifiers, e.g. 'LDG.E.128.CONSTANT')."""
+        counts: dict[str, int] = {}
+        for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", self.sass):
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+        return counts
+
+    def shared_access_bytes(self, op: str) -> int:
+        """Bytes per thread of the widest shared-memory access `op` ("LDS" or "STS") in this
+        kernel: 4 for a plain LDS, 2 for LDS.U16, 16 for LDS.128; 0 if there is none."""
+        widths = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
+        found = [max((widths[m] for m in code.split(".")[1:] if m in widths), default=4)
+                 for code in self.opcodes() if code.split(".")[0] == op]
+        return max(found, default=0)
+
+    def has_opcode(self, prefix: str) -> bool:
+        """True if some instruction's opcode is `prefix` or starts with `prefix.`."""
+        return any(op == prefix or op.startswith(prefix + ".") for op in self.opcodes())
+
+
+@dataclass
+class CompileReport:
+    path: str
+    arch: str
+    kernels: list[KernelInfo]
+    ptxas_log: str = ""
+    seconds: float = 0.0
+
+    def kernel(self, name: str) -> KernelInfo:
+        for k in self.kernels:
+            if k.name == name or k.name.startswith(name + "<") or k.mangled == name:
+                return k
+        raise KeyError(f"{self.path} has no kernel '{name}'; it has {[k.name for k in self.kernels]}")
+
+    def table(self) -> str:
+        rows = [f"{'kernel':<44} {'regs':>5} {'smem B':>7} {'stack B':>7} {'spills':>7}"]
+        for k in self.kernels:
+            rows.append(f"{k.name[:44]:<44} {k.registers:>5} {k.shared_bytes:>7} {k.stack_bytes:>7} "
+                        f"{k.spill_stores + k.spill_loads:>7}")
+        return "\n".join(rows)
+
+    def _repr_html_(self):
+        head = "".join(f"<th>{h}</th>" for h in ("kernel", "registers", "shared B", "stack B", "spill B"))
+        body = "".join(f"<tr><td><code>{k.name}</code></td><td>{k.registers}</td><td>{k.shared_bytes}</td>"
+                       f"<td>{k.stack_bytes}</td><td>{k.spill_stores + k.spill_loads}</td></tr>" for k in self.kernels)
+        return f"<p><code>{self.path}</code> for {self.arch}</p><table><tr>{head}</tr>{body}</table>"
+
+    def __str__(self):
+        return f"{self.path} for {self.arch}\n{self.table()}"
+
+
+def demangle(mangled: list[str]) -> dict[str, str]:
+    """Readable kernel names, e.g. `silu_and_mul_kernel<__half, 8>`: cu++filt from the CUDA
+    toolkit (GNU c++filt where the toolkit has none; both read the Itanium C++ ABI), without
+    the return type and parameter list. A name no tool can read stays mangled."""
+    tool = toolchain.binary_tool("cu++filt") or shutil.which("c++filt")
+    if not tool or not mangled:
+        return {m: m for m in mangled}
+    proc = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True)
+    lines = proc.stdout.splitlines() if proc.returncode == 0 else []
+    if len(lines) != len(mangled):
+        return {m: m for m in mangled}
+    return {m: _without_signature(d) for m, d in zip(mangled, lines)}
+
+
+def _without_signature(name: str) -> str:
+    """'void k<float, 4>(float*, int)' -> 'k<float, 4>'."""
+    name = name.removeprefix("void ")
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i]
+    return name
+
+
+def _parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
+    current = None
+    for line in log.splitlines():
+        m = re.search(r"(?:Compiling entry function|Function properties for) '?([\w$]+)'?", line)
+        if m:
+            current = kernels.get(m.group(1))
+            continue
+        if current is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            current.registers = int(m.group(1))
+            s = re.search(r"(\d+) bytes smem", line)
+            current.shared_bytes = int(s.group(1)) if s else 0
+
+
+def compile_cubin(file, arch: str | None = None, quiet: bool = True) -> CompileReport:
+    """nvcc -cubin + cuobjdump -sass, cached by content hash. Needs no GPU."""
+    source = _as_sources(file)[0]
+    arch = arch or toolchain.arch()
+    smv = toolchain.sm(arch)
+    nvcc = toolchain.nvcc_path()
+    if not nvcc:
+        raise BuildError(source.path, "nvcc was not found: install the CUDA toolkit or set CUDA_HOME")
+    cuobjdump = toolchain.binary_tool("cuobjdump")
+    flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-arch={smv}", "-cubin", "-Xptxas", "-v", "-I", str(toolchain.INCLUDE)]
+    key = content_hash([source], flags + [toolchain.nvcc_version() or "", str(cuobjdump), REPORT_VERSION])
+    out_dir = toolchain.cache_dir() / "cubin" / key
+    report_file = out_dir / "report.json"
+    if report_file.exists():
+        data = json.loads(report_file.read_text())
+        data["kernels"] = [KernelInfo(**k) for k in data["kernels"]]
+        return CompileReport(**data)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src = out_dir / "kernel.cu"
+    src.write_text(f'#line 1 "{source.path}"\n{source.text}')
+    t0 = time.perf_counter()
+    proc = subprocess.run([nvcc, *flags, "-o", str(out_dir / "kernel.cubin"), str(src)],
+                          capture_output=True, text=True, errors="replace")
+    seconds = time.perf_counter() - t0
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise parse_first_error(log, [source], source.path)
+    if not cuobjdump:
+        raise BuildError(source.path, "cuobjdump was not found: pip install nvidia-cuda-cuobjdump "
+                         "nvidia-cuda-nvdisasm, or install the CUDA toolkit")
+    dump = subprocess.run([cuobjdump, "-sass", str(out_dir / "kernel.cubin")], capture_output=True,
+                          text=True, env=toolchain.tool_env(), errors="replace")
+    if dump.returncode != 0:
+        raise BuildError(source.path, "cuobjdump failed: " + (dump.stderr.strip() or dump.stdout.strip()))
+    parts = {part.split("\n", 1)[0].strip(): part for part in re.split(r"\n\s*Function : ", "\n" + dump.stdout)[1:]}
+    names = demangle(list(parts))
+    kernels = {mangled: KernelInfo(mangled, names[mangled], sass=part) for mangled, part in parts.items()}
+    _parse_ptxas(log, kernels)
+    report = CompileReport(source.path, smv, list(kernels.values()), log, seconds)
+    data = asdict(report)
+    report_file.write_text(json.dumps(data))
+    if not quiet:
+        print(report, file=sys.stdout)
+    return report

@@ -1,0 +1,61 @@
+"""A kernel source as the grader reads it, and the content hash its builds are cached by."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import toolchain
+from ..toolchain import display_path
+from .errors import BuildError
+
+# Compiler flags, the same for the torch extension and compile-only mode (part of every cache key).
+NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo"]
+# torch's own nvcc flags (half operators off, relaxed constexpr): kept identical in
+# compile-only mode so that what CI compiles is what a learner's GPU compiles.
+TORCH_NVCC_FLAGS = [
+    "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+]
+
+@dataclass(frozen=True)
+class Source:
+    """One .cu file: where it shows in error messages, and its text."""
+    path: str
+    text: str
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Source":
+        p = Path(path)
+        if not p.exists():
+            raise FileNotFoundError(f"no such kernel file: {p}")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise BuildError(display_path(p), f"the file is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        return cls(display_path(p), text)
+
+
+def _as_sources(files) -> list[Source]:
+    if isinstance(files, (str, Path, Source)):
+        files = [files]
+    return [f if isinstance(f, Source) else Source.read(f) for f in files]
+
+
+def _header_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(toolchain.INCLUDE.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(toolchain.INCLUDE)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def content_hash(sources: list[Source], extra: list[str]) -> str:
+    h = hashlib.sha256()
+    for s in sources:
+        h.update(s.path.encode() + b"\0" + s.text.encode() + b"\0")
+    h.update(_header_digest().encode())
+    h.update("\0".join(extra).encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,93 @@
+"""Checks that read a submission without running it: the source (a kernel, no forbidden calls,
+the fixed entry points) and the compiled SASS (registers, spills, the day's instructions)."""
+from __future__ import annotations
+
+import re
+
+from .. import build as _build
+from ..build.exports import _strip_comments, parse_exports
+from ..spec import Exercise
+from .result import Result
+
+# What a kernel file may not use: the work has to be done by the learner's kernel.
+DENY = [
+    (r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)", "includes torch/pybind11 headers (the binding is generated for you)"),
+    (r"\b(at|torch|c10)::", "calls PyTorch from the kernel file"),
+    (r"\bcublas\w*|\bcublasLt\w*|\bcudnn\w*|\bcufft\w*|\bcurand\w*|\bcusparse\w*", "calls a CUDA library instead of computing"),
+    (r"#\s*include\s*[<\"](thrust/|thread\b|future\b)", "uses thrust or host threads"),
+    (r"\bstd::(thread|async)\b|\bpthread_create\b", "starts host threads"),
+    (r"\bcudaStreamCreate\w*|\bcudaGraphLaunch\b", "creates its own streams or graphs"),
+    (r"\bcudaMemcpy\w*|\bcudaMemset\w*", "copies or sets memory through the runtime instead of a kernel"),
+    (r"\btry\s*\{|\bcatch\s*\(", "has a try/catch fallback"),
+    (r"\b(system|popen|dlopen|fork|execv\w*)\s*\(", "runs other programs or loads libraries"),
+    (r"\b(fopen|freopen|syscall|open|openat|mmap)\s*\(|\b(i|o|)fstream\b|\bFILE\s*\*", "reads or writes files"),
+    (r'#\s*include\s*"(?!course/)', "includes a file other than the course headers (\"course/...\")"),
+    (r"#\s*include\s*[<\"](/|[^>\"]*\.\.)", "includes a file by path"),
+]
+
+def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
+    text = _strip_comments(source.text)
+    if not source.text.strip():
+        result.add("source", "readable", "fail", "the file is empty")
+        return False
+    if "__global__" not in text:
+        result.add("source", "has a kernel", "fail", "no __global__ function: the work must be done by your kernel")
+        return False
+    denied = [why for rx, why in DENY if re.search(rx, text)]
+    if denied:
+        result.add("source", "does its own work", "fail", "; ".join(denied))
+        return False
+    result.add("source", "does its own work", "pass", "a __global__ kernel, no forbidden calls")
+    try:
+        found = {e.name: e for e in parse_exports(source.text, source.path)}
+    except ValueError as e:
+        result.add("source", "entry points", "fail", str(e))
+        return False
+    problems = []
+    for proto in ex.entry_points:
+        want = parse_exports("COURSE_EXPORT " + proto + ";")[0]
+        got = found.get(want.name)
+        if got is None:
+            problems.append(f"missing `COURSE_EXPORT {proto}`")
+        elif (got.returns, _shape(got)) != (want.returns, _shape(want)):
+            problems.append(f"{source.path}:{got.line}: `{got.prototype()}` does not match the fixed entry point "
+                            f"`{want.prototype()}`")
+    if problems:
+        result.add("source", "entry points", "fail", "; ".join(problems))
+        return False
+    result.add("source", "entry points", "pass", ", ".join(sorted(found)))
+    return True
+
+
+def _shape(export) -> list[tuple]:
+    """What an entry point must keep: each parameter's kind and type, and whether a pointer is
+    to const (so that swapping `out` and `inp` is caught before anything runs)."""
+    return [(p.kind, p.base, p.kind == "pointer" and "const" in p.ctype.split("*")[0].split())
+            for p in export.params]
+
+
+def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.CompileReport | None:
+    """Registers, spills and the exercise's required instructions in the compiled SASS;
+    returns the compile report (None if it did not compile or holds no kernel)."""
+    try:
+        report = _build.compile_cubin(source)
+    except _build.BuildError as e:
+        result.add("build", "compiles (nvcc, sm_90)", "fail", e.summary())
+        return None
+    if not report.kernels:
+        result.add("sass", "kernels", "fail", "the cubin holds no kernel: is the __global__ function ever launched?")
+        return None
+    worst = max(report.kernels, key=lambda k: k.registers)
+    spills = [k for k in report.kernels if k.spill_stores or k.spill_loads or k.stack_bytes]
+    regs_ok = worst.registers <= ex.max_registers
+    result.add("sass", "registers, no spills", "pass" if regs_ok and not spills else "fail",
+               f"{worst.registers} registers in {worst.name} (limit {ex.max_registers})" if not spills else
+               "local memory used (stack/spills) in " + ", ".join(
+                   f"{k.name}: {k.stack_bytes} B stack, {k.spill_stores + k.spill_loads} B spilled" for k in spills))
+    for opcode, why in ex.required_sass.items():
+        missing = [k.name for k in report.kernels if not k.has_opcode(opcode)]
+        if missing:
+            result.add("sass", opcode, "fail", f"no {opcode} ({why}) in " + ", ".join(missing))
+        else:
+            result.add("sass", opcode, "pass", f"{why}: present in every kernel")
+    return report

@@ -1,0 +1,139 @@
+"""The isolated grading process, supervised: its time and host-memory limits, the results it
+streams back (one JSON line each, so a crash loses nothing already written), and
+compute-sanitizer's verdict when it runs under one."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import config, toolchain
+from ..spec import Exercise
+from .result import Result
+
+OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
+
+
+@dataclass
+class RunOptions:
+    """How the grading subprocess runs: seeds, timing, limits and where its code comes from."""
+    seeds: list = field(default_factory=lambda: [[str(s), s] for s in range(config.PUBLIC_SEEDS)])
+    perf: bool = True
+    timeout: float | None = None
+    memory_limit_gb: float | None = None    # host memory (RSS) of the grading process
+    runtime_root: str | None = None         # a copy of the grader without solutions/ (class grading)
+    copy_gbps: float | None = None          # copy bandwidth calibrated once per run (class grading)
+    sanitize: str | None = None             # "memcheck" or "racecheck": run under compute-sanitizer
+
+
+@dataclass
+class Prepared:
+    """What `prepare` hands to `run`: the result so far and, if it built, the module's location."""
+    result: Result
+    module_dir: str | None = None
+    module_name: str | None = None
+    kernels: list = field(default_factory=list)
+    shared_access_bytes: tuple = (4, 4)  # widest shared load and store per thread (from the SASS)
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
+    result = prep.result
+    with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
+        results = Path(tmp) / "results.jsonl"
+        results.touch()
+        worker_config = {"exercise": ex.id, "module_dir": prep.module_dir, "module_name": prep.module_name,
+                  "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
+                  "copy_gbps": opts.copy_gbps,
+                  "max_case_bytes": config.SANITIZE_MAX_BYTES if opts.sanitize else None}
+        cfg = Path(tmp) / "config.json"
+        cfg.write_text(json.dumps(worker_config))
+        log = Path(tmp) / "output.log"
+        env = toolchain.subprocess_env(opts.runtime_root)
+        if opts.sanitize:  # one cudaMalloc per tensor, so memcheck sees every overrun (the caching
+            env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # allocator hides them inside its blocks)
+        limit = opts.timeout or ex.timeout_s
+        timed_out = over_memory = False
+        with open(log, "wb") as logf:
+            prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
+            proc = subprocess.Popen([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], cwd=tmp, env=env,
+                                    stdout=logf, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + limit
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    timed_out = True
+                elif opts.memory_limit_gb and _rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30:
+                    over_memory = True
+                if timed_out or over_memory:
+                    proc.kill()
+                    break
+                time.sleep(0.05)
+            rc = proc.wait()
+        running, done, fatal = None, False, None
+        for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
+            rec = json.loads(line)
+            if rec.get("event") == "start":
+                running = rec["name"]
+            elif rec.get("event") == "done":
+                done = True
+            elif rec.get("event") == "fatal":
+                fatal = rec["detail"]
+            elif "group" in rec:
+                result.add(rec["group"], rec["name"], rec["status"], rec.get("detail", ""), rec.get("metrics"))
+                running = None
+        group = {c.label: "performance" for c in ex.perf_cases}.get(running, "correctness")
+        group = "work" if running == "kernels launched" else group
+        if timed_out:
+            result.add(group, running or "run", "fail",
+                       f"no result within {limit:.0f} s: the kernel hangs or is far too slow "
+                       f"(the grading process was stopped)")
+        elif over_memory:
+            result.add(group, running or "run", "fail",
+                       f"the grading process used more than {opts.memory_limit_gb:g} GB of host memory "
+                       f"and was stopped")
+        elif not done:
+            tail = log.read_bytes()[-OUTPUT_TAIL:].decode("utf-8", errors="replace").strip()
+            where = f" while running '{running}'" if running else ""
+            why = fatal or f"the grading process died{where} (exit code {rc})"
+            if not fatal or "crashed" not in fatal:
+                result.add("correctness", running or "run", "fail", why + (f"\n{tail}" if tail else ""))
+        if opts.sanitize and not timed_out:
+            _sanitizer_report(opts.sanitize, log.read_text(errors="replace"), result)
+
+
+def _sanitizer_prefix(tool: str) -> list[str]:
+    home = toolchain.cuda_home()
+    exe = str(home / "bin" / "compute-sanitizer") if home else "compute-sanitizer"
+    return [exe, "--tool", tool, "--print-limit", "5"]
+
+
+def _sanitizer_report(tool: str, log: str, result: Result) -> None:
+    """compute-sanitizer's verdict on the learner's kernels: its error summary and first error."""
+    # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: N hazards".
+    summary = re.search(r"(?:ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: (\d+) hazard)", log)
+    name = f"compute-sanitizer {tool}"
+    if not summary:
+        result.add("work", name, "skip", "skipped: compute-sanitizer did not run or reported nothing here "
+                   "(it needs a GPU it supports)")
+        return
+    errors = int(summary.group(1) or summary.group(2))
+    first = next((line.strip("= ").strip() for line in log.splitlines()
+                  if line.startswith("=========") and ("Invalid" in line or "hazard" in line.lower()
+                                                      or "Race" in line or "error" in line.lower())
+                  and "ERROR SUMMARY" not in line), "")
+    result.add("work", name, "pass" if errors == 0 else "fail",
+               "no errors on the small cases" if errors == 0 else f"{errors} errors; first: {first}")

@@ -1,0 +1,23 @@
+"""The values the grader decides once: check groups, seeds, time and memory limits.
+
+Every module reads them from here (the CLI's and the pytest plugin's defaults included),
+so a limit or a seed count is never decided in two places.
+"""
+
+# The checks of an exercise, in the order they run and are shown.
+GROUPS = ("source", "sass", "build", "correctness", "work", "performance")
+
+# Seeds: each correctness case runs on seeds 0 .. PUBLIC_SEEDS - 1, plus a secret seed in a
+# graded run; the self-test runs every solution over FALSE_FAILURE_SEEDS seeds.
+PUBLIC_SEEDS = 3
+FALSE_FAILURE_SEEDS = 20
+PROFILE_SEED = 0              # the profiled call and the untimed ncu run
+
+# Time limits (seconds) of one grading process.
+CHECK_TIMEOUT_S = 180.0       # a learner's check (an exercise may set its own)
+CLASS_TIMEOUT_S = 60.0        # one submission in class grading: right ones take 5-20 s on an H200
+SANITIZER_TIMEOUT_FACTOR = 4  # compute-sanitizer runs kernels 10-100x slower, on small cases only
+SANITIZE_MAX_BYTES = 4 << 20  # the cases small enough to run under compute-sanitizer
+
+# Host memory of one grading process in class grading.
+CLASS_MEMORY_GB = 16.0
