@@ -116,6 +116,49 @@ def theoretical_bandwidth() -> float | None:
     return clock_khz * 1e3 * 2 * bus_bits / 8
 
 
+# Dense tensor-core FLOPs per SM per clock, by compute capability and input type (the
+# datasheet peaks: H100/H200 SXM 989 TFLOP/s bf16 = 132 SMs x 1.83 GHz x 4096).
+TENSOR_FLOPS_PER_SM_CLOCK = {
+    (8, 0): {"fp16": 2048, "bf16": 2048, "tf32": 1024},
+    (8, 9): {"fp16": 1024, "bf16": 1024, "fp8": 2048},
+    (9, 0): {"fp16": 4096, "bf16": 4096, "tf32": 2048, "fp8": 8192},
+    (10, 0): {"fp16": 8192, "bf16": 8192, "fp8": 16384},
+}
+
+
+@functools.lru_cache(maxsize=None)
+def sm_clock_hz() -> float | None:
+    """The SMs' highest clock (cudaDevAttrClockRate, else nvidia-smi's max SM clock)."""
+    import subprocess
+
+    import torch
+
+    lib = _cudart()
+    if lib is not None:
+        value = ctypes.c_int()
+        if lib.cudaDeviceGetAttribute(ctypes.byref(value), 13, torch.cuda.current_device()) == 0 and value.value:
+            return value.value * 1e3  # kHz
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits",
+                              "-i", str(torch.cuda.current_device())], capture_output=True, text=True, timeout=20)
+        return float(out.stdout.strip().splitlines()[0]) * 1e6
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def tensor_core_peak_tflops(dtype: str) -> float | None:
+    """This GPU's dense tensor-core peak for `dtype` inputs ("fp16", "bf16", "fp8", "tf32"), in
+    TFLOP/s at its highest SM clock; None where the architecture or clock is unknown."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    per_clock = TENSOR_FLOPS_PER_SM_CLOCK.get((props.major, props.minor), {}).get(dtype)
+    clock = sm_clock_hz()
+    if not (per_clock and clock):
+        return None
+    return props.multi_processor_count * clock * per_clock / 1e12
+
+
 def _summarize(samples: list[float]) -> Timing:
     s = sorted(samples)
     n = len(s)

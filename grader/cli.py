@@ -21,7 +21,7 @@ def cmd_list(args) -> int:
         print(f"    {ex.summary}")
         print(f"    your file  {rel(ex.stub_path)}\n    solution   {rel(ex.solution_path)}")
         print(f"    spec       {rel(ex.spec_path)}\n    notebook   {ex.notebook}  (cell 'Exercise: {ex.name}')")
-        print(f"    target     >= {ex.target_copy_ratio:.2f}x copy bandwidth; required SASS: "
+        print(f"    target     {ex.target.describe()}; required SASS: "
               f"{', '.join(ex.required_sass) or 'none'}")
     return 0
 

@@ -18,6 +18,9 @@ CHECK_TIMEOUT_S = 180.0       # a learner's check (an exercise may set its own)
 CLASS_TIMEOUT_S = 60.0        # one submission in class grading: right ones take 5-20 s on an H200
 SANITIZER_TIMEOUT_FACTOR = 4  # compute-sanitizer runs kernels 10-100x slower, on small cases only
 SANITIZE_MAX_BYTES = 4 << 20  # the cases small enough to run under compute-sanitizer
+# Class grading (and the self-test) run every clean submission's small cases under these too
+# (racecheck only where the SASS has shared memory or barriers); cached per build.
+CLASS_SANITIZERS = ("memcheck", "racecheck")
 
 # Host memory of one grading process in class grading.
 CLASS_MEMORY_GB = 16.0

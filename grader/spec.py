@@ -2,12 +2,15 @@
 
 An exercise is a folder of facts (GPU MODE reference-kernels style): the entry
 points it must export, a reference in fp32 computed from the same inputs, a
-seeded input generator, the sizes, the tolerance and why, the bytes it must
-move, the performance target as a ratio to the copy bandwidth, and the SASS that
-proves the day's technique. The specs live in `grader/exercises/dayNN.py`.
+seeded input generator, the sizes, the tolerance and why, the performance
+target (a `Target`: memory-bound against a device copy, compute-bound against a
+named baseline such as cuBLAS, or latency against a reference implementation),
+and the SASS that proves the day's technique. The specs live in
+`grader/exercises/dayNN.py`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,9 +28,122 @@ class Case:
 
 @dataclass(frozen=True)
 class Tolerance:
-    rtol: float
-    atol: float
-    why: str
+    """How an output is compared with its reference, and why (the exercise text states it).
+    kind "close": |yours - expected| <= atol + rtol |expected| elementwise, NaN/Inf-aware;
+    "exact": equal, for integer and index outputs; "distribution": the output holds draws
+    (token ids) and the reference holds, per row, the exact probabilities they must follow:
+    never a draw outside the support, and a chi-square test per distinct distribution whose
+    chance of failing a right sampler is at most `alpha` per case (grader/check/stats.py)."""
+    rtol: float = 0.0
+    atol: float = 0.0
+    why: str = ""
+    kind: str = "close"
+    alpha: float = 1e-4
+
+    @classmethod
+    def exact(cls, why: str) -> "Tolerance":
+        return cls(0.0, 0.0, why, kind="exact")
+
+    @classmethod
+    def distribution(cls, why: str, alpha: float = 1e-4) -> "Tolerance":
+        return cls(0.0, 0.0, why, kind="distribution", alpha=alpha)
+
+
+# Unit roundoff of each storage type: rounding an exact result once errs by at most this, relative.
+UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+
+
+def dot_tolerance(out_dtype: str, k: int, term_rms: float = 1.0, slack: float = 2.0) -> Tolerance:
+    """The tolerance of outputs that are dot products of length `k` accumulated in fp32 (GEMM,
+    attention), rounded once to `out_dtype`; `term_rms` is the RMS of one product a_i b_i.
+    A right kernel errs by one output rounding (UNIT_ROUNDOFF relative) plus the fp32
+    accumulation error, which depends on the summation order: about u32 sqrt(k / 2) relative to
+    the sum's typical size term_rms sqrt(k) for random terms, so the absolute bound grows like
+    k. Summing in fp16 or bf16 instead errs ~2^11 or 2^16 times more and fails."""
+    u_out, u32 = UNIT_ROUNDOFF[out_dtype], UNIT_ROUNDOFF["fp32"]
+    typical = term_rms * k ** 0.5
+    atol = slack * (u_out * typical + 4 * u32 * term_rms * k)
+    return Tolerance(slack * u_out, atol,
+                     f"{out_dtype} output of fp32-accumulated dot products of length {k}: one {out_dtype} rounding "
+                     f"(2^-{round(-math.log2(u_out))} relative; {slack:g}x slack) plus fp32 accumulation in any order, which grows "
+                     f"with k (4 u32 k |a_i b_i| = {4 * u32 * term_rms * k:.2g} here)")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Work timed beside the learner's kernel, interleaved, in the same process.
+    `name` is the short key of the report's `<name>_ratio` field ("copy", "torch", "matmul",
+    "sdpa"); `run(params, inputs, outputs)` does the same work (outputs are the baseline's
+    own scratch copies); the device copy needs no `run` (the grader builds it)."""
+    name: str
+    label: str
+    run: Callable[[dict, dict, dict], None] | None = None
+
+
+COPY = Baseline("copy", "device-to-device copy")
+
+
+def matmul_baseline(run: Callable[[dict, dict, dict], None]) -> Baseline:
+    """`torch.matmul` (cuBLAS) on the case's inputs: `run` calls it with the exercise's layout."""
+    return Baseline("matmul", "torch.matmul (cuBLAS)", run)
+
+
+def sdpa_flash_baseline(run: Callable[[dict, dict, dict], None]) -> Baseline:
+    """`scaled_dot_product_attention` with the FLASH backend forced (FlashAttention-2)."""
+    def forced(p, inputs, outputs):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            run(p, inputs, outputs)
+
+    return Baseline("sdpa", "scaled_dot_product_attention (FLASH backend)", forced)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What "fast enough" means, measured as a ratio against `baseline` timed in the same run.
+    kind "memory": bytes / time against a device copy of as many bytes (`ratio` x copy GB/s);
+    "compute": `flops` / time against `baseline` on the same inputs (`ratio` x its TFLOP/s);
+    "latency": time against a reference implementation (`ratio` x faster).
+    `bytes` (every kind): the fewest bytes a call must read and write; a result faster than
+    the device's peak bandwidth allows for them (or, compute-bound, above the dense
+    tensor-core peak of `dtype`) is no measurement and fails. `also`: more baselines reported
+    beside it (e.g. eager PyTorch), not graded."""
+    kind: str
+    ratio: float
+    baseline: Baseline
+    bytes: Callable[[dict], float]
+    flops: Callable[[dict], float] | None = None
+    dtype: Callable[[dict], str] | None = None
+    also: tuple[Baseline, ...] = ()
+
+    UNITS = {"memory": "GB/s", "compute": "TFLOP/s", "latency": "us"}
+
+    @property
+    def unit(self) -> str:
+        return self.UNITS[self.kind]
+
+    def describe(self) -> str:
+        if self.kind == "latency":
+            return f">= {self.ratio:g}x faster than {self.baseline.label}"
+        return f">= {self.ratio:.2f}x {self.baseline.label} ({self.unit})"
+
+
+def memory_bound(bytes_moved, ratio: float, also: tuple[Baseline, ...] = ()) -> Target:
+    return Target("memory", ratio, COPY, bytes_moved, also=also)
+
+
+def compute_bound(flops, bytes_moved, baseline: Baseline, ratio: float, dtype, also=()) -> Target:
+    return Target("compute", ratio, baseline, bytes_moved, flops=flops, dtype=dtype, also=also)
+
+
+def latency(baseline: Baseline, speedup: float, bytes_read, also=()) -> Target:
+    return Target("latency", speedup, baseline, bytes_read, also=also)
+
+
+# What a learner's file is: a .cu kernel file (most days), a Jinja2 template of one that the
+# exercise renders to .cu (Day 13), or a Python module (Day 14's capstone).
+LEARNER_FILES = {"cu": ".cu", "template": ".cu.j2", "python": ".py"}
 
 
 @dataclass
@@ -43,10 +159,13 @@ class Exercise:
     call: Callable[[Any, dict, dict, dict], None]       # (module, params, inputs, outputs)
     reference: Callable[[dict, dict], dict]             # (params, inputs) -> expected outputs, fp32/fp64
     tolerance: Callable[[dict], Tolerance]              # per case (dtype decides)
-    bytes_moved: Callable[[dict], int]                  # fewest bytes the kernel must read + write
-    baseline: Callable[[dict, dict, dict], None]        # eager PyTorch doing the same work
-    baseline_name: str
-    target_copy_ratio: float                            # >= this fraction of the measured copy bandwidth
+    target: Target | None = None                        # how fast, against what (see Target)
+    # The memory-bound shorthand of Days 1-6, turned into `target` when none is given: the
+    # fewest bytes moved, >= target_copy_ratio x a device copy, eager PyTorch reported beside.
+    bytes_moved: Callable[[dict], int] | None = None
+    baseline: Callable[[dict, dict, dict], None] | None = None   # eager PyTorch doing the same work
+    baseline_name: str = ""
+    target_copy_ratio: float | None = None
     target_note: str = ""
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
@@ -56,6 +175,27 @@ class Exercise:
     inplace: tuple[str, ...] = ()                       # inputs the kernel updates in place (also outputs)
     notebook: str = ""                                  # the notebook that teaches it
     timeout_s: float = config.CHECK_TIMEOUT_S
+    learner_file: str = "cu"                            # a key of LEARNER_FILES
+    # template exercises: the learner's template text -> the .cu source that is built and graded
+    render: Callable[[str], str] | None = None
+    # True when the same inputs (for samplers: the same seed and offset) must give bit-identical
+    # outputs; the worker calls twice and compares.
+    repeatable: bool = False
+
+    def __post_init__(self):
+        if self.target is None:
+            if self.bytes_moved is None or self.target_copy_ratio is None:
+                raise ValueError(f"{self.id}: give a target (or bytes_moved and target_copy_ratio)")
+            also = (Baseline("torch", self.baseline_name, self.baseline),) if self.baseline else ()
+            self.target = memory_bound(self.bytes_moved, self.target_copy_ratio, also)
+        if self.learner_file not in LEARNER_FILES:
+            raise ValueError(f"{self.id}: learner_file must be one of {sorted(LEARNER_FILES)}")
+        if self.learner_file == "template" and self.render is None:
+            raise ValueError(f"{self.id}: a template exercise needs `render`")
+
+    def case_bytes(self, p: dict) -> float:
+        """The fewest bytes a call with these parameters reads and writes."""
+        return self.target.bytes(p)
 
     @property
     def day(self) -> str:
@@ -67,11 +207,11 @@ class Exercise:
 
     @property
     def stub_path(self) -> Path:
-        return toolchain.KERNELS / self.day / f"{self.name}.cu"
+        return toolchain.KERNELS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
 
     @property
     def solution_path(self) -> Path:
-        return toolchain.SOLUTIONS / self.day / f"{self.name}.cu"
+        return toolchain.SOLUTIONS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
 
     @property
     def spec_path(self) -> Path:

@@ -90,18 +90,31 @@ def test_unknown_selection_and_missing_folder(tmp_path):
     assert grade_class(tmp_path / "subs", tmp_path / "out", only=["day99"], echo=lambda s: None) == 2
 
 
-def test_a_figure_above_the_peak_bandwidth_stays_out_of_the_gradebook(tmp_path):
+def test_a_figure_the_worker_marked_invalid_stays_out_of_the_gradebook_and_the_score(tmp_path):
+    # The worker marks a measurement invalid when it is above the GPU's peak (a stale or cached
+    # result) or the results went wrong while timing; the gradebook and the score read that flag.
     from grader import exercises
-    from grader.classroom import write_reports
+    from grader.check import Result
+    from grader.classroom import score, write_reports
 
     def perf(gbps):
-        return {"group": "performance", "name": "n=67108865", "status": "fail" if gbps > 5000 else "pass",
-                "detail": "...", "metrics": {"gbps": gbps, "copy_ratio": gbps / 4150, "peak_gbps": 4814.0}}
+        valid = gbps < 4814.0
+        return {"group": "performance", "name": "n=67108865", "status": "pass" if valid else "fail",
+                "detail": "...", "metrics": {"kind": "memory", "unit": "GB/s", "value": gbps, "ratio": gbps / 4150,
+                                             "baseline": "copy", "target": 0.8, "valid": valid}}
 
     for student, gbps in (("honest", 3900.0), ("stale", 628000.0)):
         (tmp_path / "results" / student).mkdir(parents=True)
         (tmp_path / "results" / student / "day01.scale_add.json").write_text(json.dumps(
             {"exercise": "day01.scale_add", "verdict": "fail", "score": 50, "items": [perf(gbps)]}))
     rows = {r["student"]: r for r in write_reports(tmp_path, [exercises.get("day01.scale_add")])}
-    assert rows["honest"]["gbps"] == 3900.0 and rows["honest"]["copy_ratio"] == round(3900 / 4150, 3)
-    assert rows["stale"]["gbps"] == "" and rows["stale"]["copy_ratio"] == ""
+    assert rows["honest"]["value"] == 3900.0 and rows["honest"]["ratio"] == round(3900 / 4150, 3)
+    assert rows["honest"]["unit"] == "GB/s" and rows["honest"]["baseline"] == "copy"
+    assert rows["stale"]["value"] == "" and rows["stale"]["ratio"] == ""
+    points = {}
+    for student, gbps in (("honest", 3900.0), ("stale", 628000.0)):
+        res = Result("day01.scale_add", "x.cu", "gpu")
+        item = perf(gbps)
+        res.add(item["group"], item["name"], item["status"], item["detail"], item["metrics"])
+        points[student] = score(res, exercises.get("day01.scale_add"))
+    assert points["honest"] - points["stale"] == 25  # the whole performance share

@@ -13,8 +13,11 @@ class Comparison:
     unwritten: int            # elements still holding the NaN poison where a number was expected
     max_abs_err: float
     examples: list[str]       # "[3, 17]: yours 0.5 vs expected 0.25"
+    headline: str = ""        # says it all where counting elements does not fit (samplers)
 
     def message(self) -> str:
+        if self.headline:
+            return self.headline + ("" if self.ok else "; first: " + "; ".join(self.examples))
         if self.ok:
             return f"{self.name}: all {self.total} elements match (max abs err {self.max_abs_err:.3g})"
         head = f"{self.name}: {self.mismatches} of {self.total} elements differ"

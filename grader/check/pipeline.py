@@ -7,10 +7,12 @@ a call and times the performance cases (supervise.py, worker.py).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .. import build as _build
@@ -58,6 +60,7 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     if report:
         prep.shared_access_bytes = tuple(max(k.shared_access_bytes(op) for k in report.kernels)
                                          for op in ("LDS", "STS"))
+        prep.uses_shared_memory = any(k.has_opcode(op) for k in report.kernels for op in SHARED_OPCODES)
     if not toolchain.has_gpu():
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
@@ -73,13 +76,52 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
 
 
 def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
-    """Run a prepared submission on the GPU in its own process (if it built)."""
+    """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
+    clean, the small cases under opts.sanitizers, and ncu's bank-conflict count."""
     if prep.module_dir:
         run_worker(ex, prep, opts)
         ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
-        if ex.max_bank_conflicts is not None and ran_clean:  # never profile a hanging kernel
-            _bank_conflict_check(ex, prep, prep.result)
+        if ran_clean:  # never sanitize or profile a hanging or crashing kernel
+            for tool in opts.sanitizers:
+                if tool == "memcheck" or prep.uses_shared_memory:
+                    sanitizer_stage(ex, prep, opts, tool)
+            if ex.max_bank_conflicts is not None:
+                _bank_conflict_check(ex, prep, prep.result)
     return prep.result
+
+
+# Shared-memory loads and stores, and block barriers: where a race can hide (racecheck's job).
+SHARED_OPCODES = ("LDS", "STS", "BAR", "ATOMS", "LDSM")
+
+
+def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str) -> None:
+    """The small cases once more under compute-sanitizer `tool`, one seed, and its verdict as a
+    work check. Cached per build (a hash of the source, headers, flags and torch) and exercise
+    spec, so a class of identical submissions pays once; the seconds it cost are in its metrics."""
+    name = f"compute-sanitizer {tool}"
+    spec_hash = hashlib.sha256(ex.spec_path.read_bytes()).hexdigest()[:12]
+    cached = toolchain.cache_dir() / "sanitizer" / f"{prep.module_name}-{ex.id}-{spec_hash}-{tool}.json"
+    if cached.exists():
+        item = json.loads(cached.read_text())
+        prep.result.add("work", name, item["status"], item["detail"], dict(item["metrics"], cached=True))
+        return
+    t0 = time.perf_counter()
+    scratch = Result(ex.id, prep.result.source, prep.result.mode)
+    sub = replace(opts, seeds=opts.seeds[:1], perf=False, sanitize=tool, sanitizers=(), calibrated=None,
+                  timeout=config.SANITIZER_TIMEOUT_FACTOR * (opts.timeout or ex.timeout_s))
+    run_worker(ex, prep, sub, scratch)
+    seconds = time.perf_counter() - t0
+    verdict = next((i for i in scratch.items if i.name == name), None)
+    if verdict is None:  # it hung or died under the sanitizer: say what the run said
+        fail = next((i for i in scratch.failures), None)
+        status, detail = "fail", f"under compute-sanitizer {tool}: " + (fail.detail if fail else "no verdict")
+    else:
+        status, detail = verdict.status, verdict.detail
+    metrics = {"seconds": seconds, "cached": False}
+    prep.result.add("work", name, status, detail, metrics)
+    if status != "skip":
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps({"status": status, "detail": detail, "metrics": metrics}))
 
 
 def seed_list(seeds: int, secret_seed: int | None) -> list:
@@ -92,14 +134,17 @@ def seed_list(seeds: int, secret_seed: int | None) -> list:
 
 def check(exercise: str, source: str | Path | None = None, solutions: bool | None = None,
           seeds: int = config.PUBLIC_SEEDS, secret_seed: int | None = None, perf: bool = True,
-          timeout: float | None = None, quiet: bool = False, sanitize: str | None = None) -> Result:
+          timeout: float | None = None, quiet: bool = False, sanitize: str | None = None,
+          sanitizers: tuple[str, ...] = ()) -> Result:
     """Grade one exercise. `source` defaults to the learner's file under kernels/.
-    `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead."""
+    `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead;
+    `sanitizers` runs them under these tools too, after a clean run (as class grading does)."""
     t0 = time.perf_counter()
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
     prep = prepare(ex, path, quiet=quiet)
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
+                      sanitizers=() if sanitize else tuple(sanitizers),
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s)
     run(ex, prep, opts)
     return _finish(prep.result, t0)

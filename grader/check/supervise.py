@@ -27,8 +27,12 @@ class RunOptions:
     timeout: float | None = None
     memory_limit_gb: float | None = None    # host memory (RSS) of the grading process
     runtime_root: str | None = None         # a copy of the grader without solutions/ (class grading)
-    copy_gbps: float | None = None          # copy bandwidth calibrated once per run (class grading)
+    # class grading: each timed case's graded baseline (e.g. the copy's GB/s), measured once per run
+    calibrated: dict | None = None
     sanitize: str | None = None             # "memcheck" or "racecheck": run under compute-sanitizer
+    # after a clean run, the small cases again under these compute-sanitizer tools (class grading and
+    # the self-test): racecheck only where the SASS shows shared memory or barriers
+    sanitizers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Prepared:
     module_name: str | None = None
     kernels: list = field(default_factory=list)
     shared_access_bytes: tuple = (4, 4)  # widest shared load and store per thread (from the SASS)
+    uses_shared_memory: bool = False     # the SASS has shared loads, stores or block barriers
 
 
 def _rss_bytes(pid: int) -> int:
@@ -51,14 +56,16 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions) -> None:
-    result = prep.result
+def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | None = None) -> None:
+    """Run the worker on a prepared submission, adding what it reports to `result`
+    (the submission's own by default)."""
+    result = prep.result if result is None else result
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         results = Path(tmp) / "results.jsonl"
         results.touch()
         worker_config = {"exercise": ex.id, "module_dir": prep.module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
-                  "copy_gbps": opts.copy_gbps,
+                  "calibrated": opts.calibrated,
                   "max_case_bytes": config.SANITIZE_MAX_BYTES if opts.sanitize else None}
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps(worker_config))

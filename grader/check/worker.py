@@ -13,6 +13,8 @@ import json
 import sys
 import traceback
 
+from .. import config
+
 
 class Emitter:
     def __init__(self, path: str):
@@ -54,7 +56,64 @@ def run_case(ex, mod, case, seed):
     outputs = _fresh_outputs(ex, p, inputs)
     ex.call(mod, p, inputs, outputs)
     torch.cuda.synchronize()
-    return _judge(ex, p, inputs, before, outputs, expected) + (outputs, inputs, expected, before)
+    ok, msg = _judge(ex, p, inputs, before, outputs, expected)
+    if ok and ex.repeatable:
+        ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg)
+    return ok, msg, outputs, inputs, expected, before
+
+
+def _repeatable(ex, mod, p, inputs, before, outputs, msg):
+    """The same inputs (a sampler's seed and offset among them) must give the same outputs."""
+    import torch
+
+    from .compare import compare
+
+    first = {k: v.clone() for k, v in outputs.items()}
+    for name, b in before.items():
+        inputs[name].copy_(b)
+    again = _fresh_outputs(ex, p, inputs)
+    ex.call(mod, p, inputs, again)
+    torch.cuda.synchronize()
+    for name, t in first.items():
+        c = compare(name, again[name], t, 0.0, 0.0)
+        if not c.ok:
+            return False, (f"not repeatable: a second call with the same inputs (same seed and offset) gave "
+                           f"other outputs: {c.message()}")
+    return True, msg + "; a second call gave the same outputs"
+
+
+STREAM_CASE = "on a non-default CUDA stream"
+STREAM_BUSY_CYCLES = 200_000_000  # ~0.1 s of GPU clock: the side stream is busy while the kernel is queued
+
+
+def run_on_side_stream(ex, mod, case, seed):
+    """The call on a busy non-default stream: the inputs are written on that stream after a
+    0.1 s spin, so a kernel launched on another stream (the entry point ignoring its `stream`
+    argument) runs before its inputs exist and its results differ."""
+    import torch
+
+    p = case.params
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = ex.make_inputs(p, gen)
+    before = {k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)}
+    expected = ex.reference(p, inputs)
+    outputs = _fresh_outputs(ex, p, inputs)
+    for name in before:
+        inputs[name].zero_()  # what a kernel on the wrong stream reads
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(STREAM_BUSY_CYCLES)
+        for name, b in before.items():
+            inputs[name].copy_(b)
+        ex.call(mod, p, inputs, outputs)
+    torch.cuda.synchronize()
+    ok, msg = _judge(ex, p, inputs, before, outputs, expected)
+    if not ok:
+        msg = ("the inputs were written on a busy non-default stream just before the call, and the results "
+               "differ: does every launch use the entry point's `stream` argument "
+               "(kernel<<<grid, block, smem, stream>>>)? " + msg)
+    return ok, msg
 
 
 def _fresh_outputs(ex, p, inputs):
@@ -88,15 +147,29 @@ def _rerun(ex, mod, p, inputs, before, outputs, expected):
     return _judge(ex, p, inputs, before, outputs, expected)
 
 
+def _tolerances(ex, p, names):
+    tol = ex.tolerance(p)
+    return tol if isinstance(tol, dict) else {name: tol for name in names}
+
+
 def _judge(ex, p, inputs, before, outputs, expected):
     from .compare import compare, unchanged
+    from .stats import compare_distribution
 
-    tol = ex.tolerance(p)
-    problems = []
+    tols = _tolerances(ex, p, expected)
+    problems, notes = [], []
     worst = 0.0
     for name, exp in expected.items():
-        c = compare(name, outputs[name], exp, tol.rtol, tol.atol)
-        worst = max(worst, c.max_abs_err)
+        tol = tols[name]
+        if tol.kind == "distribution":
+            c = compare_distribution(name, outputs[name], exp, tol.alpha)
+            notes.append(c.message())
+        else:
+            exact = tol.kind == "exact"
+            c = compare(name, outputs[name], exp, 0.0 if exact else tol.rtol, 0.0 if exact else tol.atol)
+            worst = max(worst, c.max_abs_err)
+            notes.append(f"{name} exact" if exact else
+                         f"{name} max abs err {c.max_abs_err:.2g} (rtol {tol.rtol:g}, atol {tol.atol:g})")
         if not c.ok:
             problems.append(c.message())
     for name, b in before.items():
@@ -107,7 +180,7 @@ def _judge(ex, p, inputs, before, outputs, expected):
             problems.append(msg)
     if problems:
         return False, " | ".join(problems)
-    return True, f"max abs err {worst:.2g} (rtol {tol.rtol:g}, atol {tol.atol:g})"
+    return True, "; ".join(notes)
 
 
 def _profile_kernels(ex, mod, case, kernels, emit):
@@ -135,60 +208,130 @@ def _profile_kernels(ex, mod, case, kernels, emit):
              detail="only your kernels ran: " + ", ".join(launched[:4]))
 
 
-def _perf(ex, mod, case, flusher, emit, calibrated_copy_gbps=None):
+def _value(target, p, nbytes_or_none, timing) -> float:
+    """A timing in the target's unit: GB/s (memory), TFLOP/s (compute) or us (latency)."""
+    if target.kind == "memory":
+        return timing.gbps(nbytes_or_none)
+    if target.kind == "compute":
+        return target.flops(p) / (timing.median_ms * 1e-3) / 1e12
+    return timing.median_ms * 1e3
+
+
+def _ratio(target, yours: float, theirs: float) -> float:
+    """How many times the baseline: more is better for every kind (latency: x faster)."""
+    if target.kind == "latency":
+        return theirs / yours if yours else float("inf")
+    return yours / theirs if theirs else float("inf")
+
+
+def _baseline_fns(ex, target, p, inputs, baselines):
+    """name -> (callable, bytes it moves or None) for the baselines to time beside the kernel."""
+    from ..bench import copy_baseline
+
+    fns = {}
+    for b in baselines:
+        if b.run is None:  # the device copy, as many bytes as the kernel must move
+            fn, moved = copy_baseline(int(target.bytes(p)))
+            fns[b.name] = (fn, moved)
+        else:
+            scratch = ex.make_outputs(p, inputs)
+            fns[b.name] = ((lambda b=b, scratch=scratch: b.run(p, inputs, scratch)), int(target.bytes(p)))
+    return fns
+
+
+def _ceiling(target, p, gbps: float, value: float):
+    """None, or why a measurement is above what the device can physically do."""
+    from ..bench import tensor_core_peak_tflops, theoretical_bandwidth
+
+    peak = theoretical_bandwidth()
+    if peak and gbps * 1e9 > peak * 1.01:
+        return (f"{gbps:.0f} GB/s for the bytes it must move is above the theoretical peak {peak / 1e9:.0f} GB/s: "
+                "the kernel cannot have done the work it had to")
+    if target.kind == "compute":
+        dtype = target.dtype(p)
+        tc = tensor_core_peak_tflops(dtype)
+        if tc and value > tc * 1.01:
+            return (f"{value:.0f} TFLOP/s is above this GPU's dense {dtype} tensor-core peak ({tc:.0f} TFLOP/s): "
+                    "the kernel cannot have done the work it had to")
+    return None
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value:.0f} {unit}" if unit == "GB/s" else f"{value:.1f} {unit}"
+
+
+def measure(ex, mod, case, flusher, calibrated=None) -> tuple[str, str, dict]:
+    """Time the kernel and its baselines on one performance case; (status, detail, metrics).
+    `calibrated`: the graded baseline's value for this case, measured once for a class run."""
     import torch
 
-    from ..bench import bench_interleaved, copy_baseline, theoretical_bandwidth
+    from ..bench import bench_interleaved, theoretical_bandwidth
 
+    t = ex.target
     p = case.params
-    ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, 0)
+    ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, config.PROFILE_SEED)
     if not ok:
-        emit(group="performance", name=case.label, status="fail", detail="not timed, results are wrong: " + msg)
-        return
-    nbytes = ex.bytes_moved(p)
-    fns = {"yours": lambda: ex.call(mod, p, inputs, outputs)}
-    if calibrated_copy_gbps is None:  # one check: time the baselines interleaved with the kernel
-        copy_fn, copy_bytes = copy_baseline(nbytes)
-        base_out = ex.make_outputs(p, inputs)
-        fns["copy"] = copy_fn
-        fns["torch"] = lambda: ex.baseline(p, inputs, base_out)
-    timings = bench_interleaved(fns, flusher)
+        return "fail", "not timed, results are wrong: " + msg, {"valid": False}
+    nbytes = int(t.bytes(p))
+    fns = {"yours": (lambda: ex.call(mod, p, inputs, outputs), nbytes)}
+    baselines = [t.baseline, *t.also] if calibrated is None else []
+    fns.update(_baseline_fns(ex, t, p, inputs, baselines))
+    timings = bench_interleaved({k: fn for k, (fn, _) in fns.items()}, flusher)
     torch.cuda.synchronize()
     ok, msg = _rerun(ex, mod, p, inputs, before, outputs, expected)  # still correct after timing
-    yours = timings["yours"]
-    gbps = yours.gbps(nbytes)
-    if calibrated_copy_gbps is None:
-        copy, eager = timings["copy"], timings["torch"]
-        copy_gbps, torch_gbps = copy.gbps(copy_bytes), eager.gbps(nbytes)
-    else:  # class grading: the copy was measured once for the whole run
-        copy_gbps, torch_gbps, copy, eager = calibrated_copy_gbps, float("nan"), None, None
-    ratio = gbps / copy_gbps
+    values = {k: _value(t, p, moved, timings[k]) for k, (_, moved) in fns.items()}
+    graded = values[t.baseline.name] if calibrated is None else calibrated
+    yours = values["yours"]
+    gbps = timings["yours"].gbps(nbytes)
+    ratio = _ratio(t, yours, graded)
     peak = theoretical_bandwidth()
-    metrics = dict(gbps=gbps, copy_gbps=copy_gbps, torch_gbps=torch_gbps, copy_ratio=ratio,
-                   torch_ratio=gbps / torch_gbps, target=ex.target_copy_ratio, bytes=nbytes,
-                   peak_gbps=peak / 1e9 if peak else None, yours=yours.as_dict(),
-                   copy=copy.as_dict() if copy else None, torch=eager.as_dict() if eager else None)
+    metrics = {"kind": t.kind, "unit": t.unit, "value": yours, "baseline": t.baseline.name,
+               "baseline_label": t.baseline.label, "baseline_value": graded, "ratio": ratio, "target": t.ratio,
+               "bytes": nbytes, "flops": t.flops(p) if t.flops else None, "gbps": gbps,
+               "peak_gbps": peak / 1e9 if peak else None, "calibrated": calibrated is not None,
+               f"{t.baseline.name}_ratio": ratio,
+               "baselines": {b.name: {"label": b.label, "value": values[b.name], "ratio": _ratio(t, yours, values[b.name])}
+                             for b in baselines},
+               "timings": {k: tm.as_dict() for k, tm in timings.items()}}
+    for b in t.also:
+        if b.name in values:
+            metrics[f"{b.name}_ratio"] = _ratio(t, yours, values[b.name])
+    above = _ceiling(t, p, gbps, yours)
+    metrics["valid"] = ok and above is None
     if not ok:
-        status, detail = "fail", "results went wrong during timing: " + msg
-    elif peak and gbps * 1e9 > peak * 1.01:
-        status, detail = "fail", (f"{gbps:.0f} GB/s is above the theoretical peak {peak / 1e9:.0f} GB/s: "
-                                  "the kernel cannot have moved the bytes it had to")
-    else:
-        status = "pass" if ratio >= ex.target_copy_ratio else "fail"
-        vs_torch = (f"{gbps / torch_gbps:.2f}x {ex.baseline_name} ({torch_gbps:.0f} GB/s); "
-                    if copy else "copy calibrated once for this grading run; ")
-        detail = (f"{gbps:.0f} GB/s = {ratio:.3f}x copy ({copy_gbps:.0f} GB/s), target {ex.target_copy_ratio:.2f}x; "
-                  f"{vs_torch}median {yours.median_ms * 1e3:.1f} us [p20 {yours.p20_ms * 1e3:.1f}, "
-                  f"p80 {yours.p80_ms * 1e3:.1f}]")
-    emit(group="performance", name=case.label, status=status, detail=detail, metrics=metrics)
+        return "fail", "results went wrong during timing: " + msg, metrics
+    if above:
+        return "fail", above, metrics
+    tm = timings["yours"]
+    base = f"{t.baseline.label} ({_fmt(graded, t.unit)}" + (", measured once for this grading run)" if calibrated else ")")
+    head = (f"{tm.median_ms * 1e3:.1f} us = {ratio:.2f}x faster than {base}, target {t.ratio:g}x" if t.kind == "latency"
+            else f"{_fmt(yours, t.unit)} = {ratio:.3f}x {base}, target {t.ratio:.2f}x")
+    others = "".join(f"; {metrics['baselines'][b.name]['ratio']:.2f}x {b.label} ({_fmt(values[b.name], t.unit)})"
+                     for b in t.also if b.name in values)
+    detail = f"{head}{others}; median {tm.median_ms * 1e3:.1f} us [p20 {tm.p20_ms * 1e3:.1f}, p80 {tm.p80_ms * 1e3:.1f}]"
+    return ("pass" if ratio >= t.ratio else "fail"), detail, metrics
 
 
-def calibrate(nbytes: int = 1 << 30) -> float:
-    """Copy bandwidth in GB/s (read + write), measured once for a class grading run."""
-    from ..bench import bench_interleaved, copy_baseline
+def calibrate(exercise_id: str) -> dict[str, float]:
+    """The graded baseline of every performance case, timed once for a class grading run:
+    {case label: value in the target's unit}."""
+    import torch
 
-    fn, moved = copy_baseline(nbytes)
-    return bench_interleaved({"copy": fn})["copy"].gbps(moved)
+    from .. import exercises
+    from ..bench import L2Flusher, bench_interleaved
+
+    ex = exercises.get(exercise_id)
+    t = ex.target
+    flusher = L2Flusher()
+    out = {}
+    for case in ex.perf_cases:
+        p = case.params
+        inputs = ex.make_inputs(p, torch.Generator(device="cuda").manual_seed(config.PROFILE_SEED))
+        (fn, moved), = _baseline_fns(ex, t, p, inputs, [t.baseline]).values()
+        out[case.label] = _value(t, p, moved, bench_interleaved({"baseline": fn}, flusher)["baseline"])
+        del inputs
+        torch.cuda.empty_cache()
+    return out
 
 
 def call_once(config_path: str) -> None:
@@ -209,6 +352,24 @@ def call_once(config_path: str) -> None:
         torch.cuda.synchronize()
 
 
+def stream_case(ex, mod, untimed, seed, emit) -> bool:
+    """The largest untimed case once more, on a busy non-default stream; False if the CUDA
+    context was lost."""
+    case = max(untimed, key=lambda c: ex.case_bytes(c.params))
+    name = f"{STREAM_CASE} ({case.label})"
+    emit(event="start", name=name)
+    try:
+        ok, msg = run_on_side_stream(ex, mod, case, seed)
+    except Exception as e:
+        ok, msg = False, _short_error(e)
+        if not _cuda_alive():
+            emit(group="correctness", name=name, status="fail", detail=msg + " (the CUDA context is lost)")
+            emit(event="fatal", detail=f"crashed in case '{name}': {msg}")
+            return False
+    emit(group="correctness", name=name, status="pass" if ok else "fail", detail=msg)
+    return True
+
+
 def main(config_path: str) -> int:
     cfg = json.loads(open(config_path, encoding="utf-8").read())
     emit = Emitter(cfg["results"])
@@ -224,9 +385,8 @@ def main(config_path: str) -> int:
         return 1
     seeds = cfg["seeds"]
     small = cfg.get("max_case_bytes")
-    for case in ex.cases:
-        if case.perf or (small and ex.bytes_moved(case.params) > small):
-            continue
+    untimed = [c for c in ex.cases if not c.perf and not (small and ex.case_bytes(c.params) > small)]
+    for case in untimed:
         emit(event="start", name=case.label)
         result = None
         for label, seed in seeds:
@@ -245,6 +405,8 @@ def main(config_path: str) -> int:
             result = ("pass", msg)
         emit(group="correctness", name=case.label, status=result[0], detail=result[1])
         torch.cuda.empty_cache()
+    if untimed and not small and not stream_case(ex, mod, untimed, seeds[0][1], emit):
+        return 1
     if cfg.get("profile", True) and not small:
         small = [c for c in ex.cases if not c.perf]
         emit(event="start", name="kernels launched")
@@ -256,10 +418,12 @@ def main(config_path: str) -> int:
         from ..bench import L2Flusher
 
         flusher = L2Flusher()
+        calibrated = cfg.get("calibrated") or {}
         for case in ex.perf_cases:
             emit(event="start", name=case.label)
             try:
-                _perf(ex, mod, case, flusher, emit, cfg.get("copy_gbps"))
+                status, detail, metrics = measure(ex, mod, case, flusher, calibrated.get(case.label))
+                emit(group="performance", name=case.label, status=status, detail=detail, metrics=metrics)
             except Exception as e:
                 emit(group="performance", name=case.label, status="fail", detail=_short_error(e))
                 if not _cuda_alive():

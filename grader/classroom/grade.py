@@ -26,6 +26,7 @@ import os
 import random
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .. import config, toolchain
@@ -52,15 +53,17 @@ def _runtime_copy(work: Path) -> str:
     return str(rt)
 
 
-def _calibrate(runtime: str) -> float | None:
+def _calibrate(runtime: str, exercise_id: str) -> dict | None:
+    """Each timed case's graded baseline (the copy's GB/s, cuBLAS's TFLOP/s, ...), measured once
+    for the run in a process of its own: {case label: value}."""
     import subprocess
     import sys
 
-    code = "from grader.check.worker import calibrate; print(calibrate())"
+    code = f"import json; from grader.check.worker import calibrate; print(json.dumps(calibrate({exercise_id!r})))"
     env = toolchain.subprocess_env(runtime)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     try:
-        return float(proc.stdout.strip().splitlines()[-1])
+        return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return None
 
@@ -91,11 +94,12 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             dest = out / "results" / student / f"{ex.id}.json"
             if dest.exists() and not force:
                 continue
-            display = f"{student}/{ex.day}/{ex.name}.cu"
-            path = locate(root, ex.day, ex.name) if root else None
+            filename = ex.stub_path.name
+            display = f"{student}/{ex.day}/{filename}"
+            path = locate(root, ex.day, filename) if root else None
             if path is None:
-                problems[(student, ex.id)] = err or (f"no {ex.day}/{ex.name}.cu in the submission (expected "
-                                                     f"STUDENT/{ex.day}/{ex.name}.cu, mirroring kernels/)")
+                problems[(student, ex.id)] = err or (f"no {ex.day}/{filename} in the submission (expected "
+                                                     f"STUDENT/{ex.day}/{filename}, mirroring kernels/)")
             todo.append((student, ex, path, display))
     echo(f"{len(students)} students, {len(exs)} exercises: {len(todo)} to grade "
          f"({len(students) * len(exs) - len(todo)} already graded)")
@@ -110,20 +114,24 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     build_s = time.perf_counter() - t_build
     echo(f"prepared (static checks, SASS, builds) in {build_s:.0f} s with {jobs} processes")
     runtime = _runtime_copy(out / ".work")
-    copy_gbps = _calibrate(runtime) if toolchain.has_gpu() else None
-    if copy_gbps:
-        echo(f"copy bandwidth, measured once for this run: {copy_gbps:.0f} GB/s")
-    run_file.write_text(json.dumps({"secret_seed": secret, "copy_gbps": copy_gbps,
+    calibration = {}
+    for ex in exs if toolchain.has_gpu() and todo else []:
+        calibration[ex.id] = _calibrate(runtime, ex.id)
+        for label, value in (calibration[ex.id] or {}).items():
+            echo(f"{ex.target.baseline.label}, measured once for this run: {ex.id} {label}: "
+                 f"{value:.1f} {ex.target.unit}")
+    run_file.write_text(json.dumps({"secret_seed": secret, "calibration": calibration,
                                     "exercises": [e.id for e in exs]}, indent=1))
-    opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]], timeout=timeout or config.CLASS_TIMEOUT_S,
-                      memory_limit_gb=memory_gb, runtime_root=runtime, copy_gbps=copy_gbps)
+    opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
+                      timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
+                      sanitizers=config.CLASS_SANITIZERS)
     t_run = time.perf_counter()
     for (student, ex, path, display), prep in zip(todo, prepared):
         t1 = time.perf_counter()
         if (student, ex.id) in problems:
             prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
         else:
-            run(ex, prep, opts)
+            run(ex, prep, replace(opts, calibrated=calibration.get(ex.id)))
         res = prep.result
         res.seconds = time.perf_counter() - t1 + (res.build_seconds or 0)
         record = dict(res.as_dict(), student=student, score=score(res, ex))

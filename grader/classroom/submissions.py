@@ -53,12 +53,13 @@ def discover(submissions: Path, work: Path) -> dict[str, tuple[Path | None, str 
     return found
 
 
-def locate(root: Path, day: str, name: str) -> Path | None:
-    """The student's file for an exercise, in the layouts students actually hand in."""
+def locate(root: Path, day: str, filename: str) -> Path | None:
+    """The student's file for an exercise (e.g. day02, silu_and_mul.cu), in the layouts students
+    actually hand in."""
     for base in (root, root / "kernels"):
-        if (base / day / f"{name}.cu").is_file():
-            return base / day / f"{name}.cu"
+        if (base / day / filename).is_file():
+            return base / day / filename
     subdirs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
     if len(subdirs) == 1 and not (root / day).exists():  # an archive with one top folder
-        return locate(subdirs[0], day, name)
+        return locate(subdirs[0], day, filename)
     return None
