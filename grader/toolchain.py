@@ -85,6 +85,35 @@ def binary_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
+@functools.lru_cache(maxsize=None)
+def extra_include_dirs() -> list[str]:
+    """Headers the course uses that a minimal CUDA toolkit (nvcc alone, as on CI) lacks: curand's
+    device API (curand_kernel.h: Philox for the samplers), taken from PyPI's nvidia-curand that
+    torch installs. Only the curand*.h files are linked into a folder of their own, so no other
+    header of another CUDA version can shadow the toolkit's."""
+    home = cuda_home()
+    if home is None or (home / "include" / "curand_kernel.h").exists():
+        return []
+    try:
+        import nvidia
+
+        found = [h for base in nvidia.__path__ for h in sorted(Path(base).glob("*/include/curand_kernel.h"))]
+    except ImportError:
+        found = []
+    if not found:
+        return []
+    folder = cache_dir() / "include-extra"
+    folder.mkdir(parents=True, exist_ok=True)
+    for header in found[0].parent.glob("curand*.h"):
+        link = folder / header.name
+        if not link.exists():
+            try:
+                link.symlink_to(header)
+            except FileExistsError:  # another process made it first
+                pass
+    return [str(folder)]
+
+
 def tool_env() -> dict[str, str]:
     """Environment for running cuobjdump: it finds nvdisasm on PATH."""
     env = dict(os.environ)

@@ -7,6 +7,7 @@ build leaves nothing behind.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -78,9 +79,13 @@ def _cuda_cflags(arch: str) -> list[str]:
     return NVCC_FLAGS + [f"-gencode=arch=compute_{num},code=sm_{num}"]
 
 
-def build(files, name: str = "course", quiet: bool = False) -> Built:
+def build(files, name: str = "course", quiet: bool = False, load: bool = True) -> Built:
     """Compile `.cu` files (paths or Sources) and the generated binding into one
-    torch extension; return it with its entry points as attributes."""
+    torch extension; return it with its entry points as attributes.
+
+    `load=False` builds without importing the module (`Built.module` is None): none of its
+    code, load-time constructors included, runs in this process. Grading builds that way;
+    only the sandboxed worker loads a submission (`load_built`)."""
     sources = _as_sources(files)
     what = name if len(sources) > 1 else sources[0].path
     exports: list[Export] = []
@@ -110,9 +115,10 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     build_dir = toolchain.cache_dir() / "ext" / module_name
     if (build_dir / f"{module_name}.so").exists():
         # Same hash, same inputs: import the built module without asking ninja.
-        module = load_built(build_dir, module_name)
+        module = load_built(build_dir, module_name) if load else None
         built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
-        _loaded[module_name] = built
+        if load:
+            _loaded[module_name] = built
         return built
     build_dir.mkdir(parents=True, exist_ok=True)
 
@@ -120,7 +126,7 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
     cuda_text = "\n".join(f'#line 1 "{s.path}"\n{s.text}' for s in sources)
     kwargs = dict(
         name=module_name, cpp_sources=[binding], cuda_sources=[cuda_text],
-        extra_cuda_cflags=_cuda_cflags(arch), extra_include_paths=[str(toolchain.INCLUDE)],
+        extra_cuda_cflags=_cuda_cflags(arch), extra_include_paths=[str(toolchain.INCLUDE), *toolchain.extra_include_dirs()],
         build_directory=str(build_dir), verbose=False,
     )
     if features["no_implicit_headers"]:
@@ -130,7 +136,7 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
         kwargs["use_pch"] = True  # precompiled torch/extension.h (written next to it) for the binding
     with _build_lock, _Progress(what, quiet) as progress, _pch_lock(torch_include, kwargs.get("use_pch")):
         try:
-            module = cpp_extension.load_inline(**kwargs)
+            module = _load_inline(cpp_extension, kwargs, load)
         except RuntimeError as e:
             shutil.rmtree(build_dir, ignore_errors=True)  # a failed build never sticks
             raise parse_first_error(str(e), sources, what) from None
@@ -138,8 +144,54 @@ def build(files, name: str = "course", quiet: bool = False) -> Built:
             shutil.rmtree(build_dir, ignore_errors=True)
             raise
     built = Built(module, module_name, build_dir, exports, kernels, progress.seconds, False)
-    _loaded[module_name] = built
+    if load:
+        _loaded[module_name] = built
     return built
+
+
+def _load_inline(cpp_extension, kwargs: dict, load: bool):
+    """load_inline; with load=False the same build, but the module is not imported (torch's
+    `_import_module_from_library`, the step that imports it, does nothing for the while)."""
+    if load:
+        return cpp_extension.load_inline(**kwargs)
+    importer = getattr(cpp_extension, "_import_module_from_library", None)
+    if importer is None:  # a torch without that step: build in a child process (sandboxed where possible)
+        return _build_in_child(kwargs)
+    cpp_extension._import_module_from_library = lambda *args, **kw: None
+    try:
+        cpp_extension.load_inline(**kwargs)
+    finally:
+        cpp_extension._import_module_from_library = importer
+    return None
+
+
+_CHILD_BUILD = """import json, sys
+from torch.utils import cpp_extension
+try:
+    cpp_extension.load_inline(**json.loads(sys.argv[1]))
+except RuntimeError as e:
+    sys.stderr.write(str(e))
+    sys.exit(1)
+"""
+
+
+def _build_in_child(kwargs: dict) -> None:
+    """load_inline in a child process, which imports the module there, not here: in the sandbox
+    when it works (only the build folder writable), without the shared precompiled header."""
+    import subprocess
+    import sys
+
+    from ..check import sandbox
+
+    kwargs = dict(kwargs, use_pch=False) if "use_pch" in kwargs else kwargs
+    argv = [sys.executable, "-c", _CHILD_BUILD, json.dumps(kwargs)]
+    env = toolchain.subprocess_env()
+    if sandbox.available() is None:
+        argv, env = sandbox.wrap(argv, kwargs["build_directory"]), sandbox.environment(env)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr or proc.stdout)
+    return None
 
 
 class _pch_lock:

@@ -135,6 +135,7 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True) -> CompileR
         raise BuildError(source.path, "nvcc was not found: install the CUDA toolkit or set CUDA_HOME")
     cuobjdump = toolchain.binary_tool("cuobjdump")
     flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-arch={smv}", "-cubin", "-Xptxas", "-v", "-I", str(toolchain.INCLUDE)]
+    flags += [f"-I{d}" for d in toolchain.extra_include_dirs()]
     key = content_hash([source], flags + [toolchain.nvcc_version() or "", str(cuobjdump), REPORT_VERSION])
     out_dir = toolchain.cache_dir() / "cubin" / key
     report_file = out_dir / "report.json"

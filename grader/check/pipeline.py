@@ -20,7 +20,7 @@ from .. import config, toolchain
 from .. import exercises as _exercises
 from ..spec import Exercise
 from .result import Result
-from .static import sass_checks, static_checks
+from .static import python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, run_worker
 
 
@@ -50,8 +50,17 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     except _build.BuildError as e:
         result.add("source", "readable", "fail", e.first_error)
         return prep
+    except OSError as e:  # a directory, no permission, ...
+        result.add("source", "readable", "fail", f"cannot read {display or path}: {e.strerror or e}")
+        return prep
     if display:
         src = _build.Source(display, src.text)
+    if ex.learner_file == "python":
+        return _prepare_python(ex, src, prep)
+    if ex.learner_file == "template":
+        src = _render(ex, src, result)
+        if src is None:
+            return prep
     if not static_checks(ex, src, result):
         return prep
     report = sass_checks(ex, src, result)
@@ -72,6 +81,40 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         return prep
     result.build_seconds = built.seconds
     prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
+    return prep
+
+
+def _render(ex: Exercise, template: _build.Source, result: Result) -> _build.Source | None:
+    """A template exercise: the learner's Jinja2 template rendered by the exercise into the .cu
+    source that is checked, built and run; a template error is a build failure with its line."""
+    import jinja2
+
+    try:
+        text = ex.render(template.text)
+    except jinja2.TemplateSyntaxError as e:
+        result.add("build", "renders (Jinja2)", "fail", f"{template.path}:{e.lineno}: {e.message}")
+        return None
+    except jinja2.TemplateError as e:
+        result.add("build", "renders (Jinja2)", "fail", f"{template.path}: {type(e).__name__}: {e}")
+        return None
+    result.add("build", "renders (Jinja2)", "pass", f"{len(text.splitlines())} lines of CUDA rendered")
+    return _build.Source(f"{template.path} (rendered)", text)
+
+
+def _prepare_python(ex: Exercise, src: _build.Source, prep: Prepared) -> Prepared:
+    """A Python-module exercise: its static checks; the file is copied into the build cache
+    under its content hash, where the isolated worker imports it (nothing runs here)."""
+    if not python_checks(ex, src, prep.result):
+        return prep
+    if not toolchain.has_gpu():
+        for group in ("correctness", "work", "performance"):
+            prep.result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
+        return prep
+    name = f"{ex.id.replace('.', '_')}_{hashlib.sha256(src.text.encode()).hexdigest()[:16]}"
+    folder = toolchain.cache_dir() / "py" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text(src.text, encoding="utf-8")
+    prep.module_dir, prep.module_name = str(folder), name
     return prep
 
 

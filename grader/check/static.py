@@ -13,7 +13,9 @@ from .result import Result
 DENY = [
     (r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)", "includes torch/pybind11 headers (the binding is generated for you)"),
     (r"\b(at|torch|c10)::", "calls PyTorch from the kernel file"),
-    (r"\bcublas\w*|\bcublasLt\w*|\bcudnn\w*|\bcufft\w*|\bcurand\w*|\bcusparse\w*", "calls a CUDA library instead of computing"),
+    # (curand's device API from curand_kernel.h, e.g. Philox for samplers, is header-only: allowed)
+    (r"\bcublas\w*|\bcublasLt\w*|\bcudnn\w*|\bcufft\w*|\bcurand(Create|Generate|Set|Destroy|Get)\w*|\bcusparse\w*",
+     "calls a CUDA library instead of computing"),
     (r"#\s*include\s*[<\"](thrust/|thread\b|future\b)", "uses thrust or host threads"),
     (r"\bstd::(thread|async)\b|\bpthread_create\b", "starts host threads"),
     (r"\bcudaStreamCreate\w*|\bcudaGraphLaunch\b", "creates its own streams or graphs"),
@@ -91,3 +93,48 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
         else:
             result.add("sass", opcode, "pass", f"{why}: present in every kernel")
     return report
+
+
+# A Python-module exercise may use torch and the course's own modules; nothing that reaches
+# files, processes, the network or the interpreter's machinery (the sandbox is the backstop).
+PY_DENY_MODULES = {"os", "sys", "subprocess", "socket", "ctypes", "cffi", "importlib", "shutil", "pathlib",
+                   "io", "builtins", "multiprocessing", "threading", "signal", "pickle", "marshal", "requests",
+                   "urllib", "http", "ftplib", "glob", "tempfile", "mmap", "resource", "pty", "fcntl", "gc",
+                   "inspect", "runpy", "code", "codeop"}
+PY_DENY_NAMES = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
+                 "input", "getattr", "setattr", "delattr"}
+
+
+def python_checks(ex: Exercise, source, result: Result) -> bool:
+    """A learner's Python module: it parses, imports nothing forbidden, calls no forbidden
+    builtin, and defines the exercise's entry points (as functions)."""
+    import ast
+
+    try:
+        tree = ast.parse(source.text, filename=source.path)
+    except SyntaxError as e:
+        result.add("source", "parses", "fail", f"{source.path}:{e.lineno}: {e.msg}")
+        return False
+    denied = []
+    for node in ast.walk(tree):
+        mods = []
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mods = [node.module or ""]
+        denied += [f"{source.path}:{node.lineno}: imports {m}" for m in mods if m.split(".")[0] in PY_DENY_MODULES]
+        if isinstance(node, ast.Name) and node.id in PY_DENY_NAMES:
+            denied.append(f"{source.path}:{node.lineno}: uses {node.id}")
+        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
+            denied.append(f"{source.path}:{node.lineno}: reaches into {node.attr}")
+    if denied:
+        result.add("source", "does its own work", "fail", "; ".join(denied[:5]))
+        return False
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    missing = [e for e in ex.entry_points if e not in defined]
+    if missing:
+        result.add("source", "entry points", "fail", "missing: " + ", ".join(missing))
+        return False
+    result.add("source", "does its own work", "pass", "imports and builtins within the allowed set")
+    result.add("source", "entry points", "pass", ", ".join(ex.entry_points))
+    return True

@@ -44,6 +44,24 @@ def _short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}"
 
 
+def load_submission(ex, cfg):
+    """The submission as `call` gets it: the built extension, or a Python-module exercise's
+    module imported from its copy in the build cache. Its code first runs here."""
+    from pathlib import Path
+
+    if ex.learner_file == "python":
+        import importlib.util
+
+        path = Path(cfg["module_dir"]) / f"{cfg['module_name']}.py"
+        spec = importlib.util.spec_from_file_location(cfg["module_name"], path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    from .. import build
+
+    return build.load_built(cfg["module_dir"], cfg["module_name"])
+
+
 def run_case(ex, mod, case, seed):
     """One correctness run. Returns (ok, message, outputs, inputs, expected, before)."""
     import torch
@@ -338,11 +356,11 @@ def call_once(config_path: str) -> None:
     """Run the untimed cases once each, unchecked: the process `ncu` profiles for counters."""
     import torch
 
-    from .. import build, exercises
+    from .. import exercises
 
     cfg = json.loads(open(config_path, encoding="utf-8").read())
     ex = exercises.get(cfg["exercise"])
-    mod = build.load_built(cfg["module_dir"], cfg["module_name"])
+    mod = load_submission(ex, cfg)
     for case in ex.cases:
         if case.perf:
             continue
@@ -375,11 +393,11 @@ def main(config_path: str) -> int:
     emit = Emitter(cfg["results"])
     import torch
 
-    from .. import build, exercises
+    from .. import exercises
 
     ex = exercises.get(cfg["exercise"])
     try:
-        mod = build.load_built(cfg["module_dir"], cfg["module_name"])
+        mod = load_submission(ex, cfg)
     except Exception as e:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
@@ -407,7 +425,7 @@ def main(config_path: str) -> int:
         torch.cuda.empty_cache()
     if untimed and not small and not stream_case(ex, mod, untimed, seeds[0][1], emit):
         return 1
-    if cfg.get("profile", True) and not small:
+    if cfg.get("profile", True) and not small and ex.learner_file != "python":
         small = [c for c in ex.cases if not c.perf]
         emit(event="start", name="kernels launched")
         try:

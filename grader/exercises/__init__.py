@@ -1,8 +1,16 @@
-"""The registry of graded exercises: one module per day, each listing its `EXERCISES`."""
+"""The registry of graded exercises: one module per day, each listing its `EXERCISES`.
+
+COURSE_EXTRA_EXERCISES (paths of .py files, separated by the OS path separator) adds
+modules from elsewhere: the grader's own tests use it for specs that exist only to test
+the grader (tests/kinds/); the grading processes inherit it.
+"""
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import pkgutil
+from pathlib import Path
 
 from ..spec import Exercise
 
@@ -13,7 +21,22 @@ def all_exercises() -> dict[str, Exercise]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         for ex in getattr(module, "EXERCISES", []):
             found[ex.id] = ex
+    for path in filter(None, os.environ.get("COURSE_EXTRA_EXERCISES", "").split(os.pathsep)):
+        for ex in _load_file(path).EXERCISES:
+            found[ex.id] = ex
     return found
+
+
+_extra: dict[str, object] = {}
+
+
+def _load_file(path: str):
+    if path not in _extra:
+        spec = importlib.util.spec_from_file_location(f"course_extra_{Path(path).stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _extra[path] = module
+    return _extra[path]
 
 
 def get(exercise_id: str) -> Exercise:
