@@ -167,6 +167,8 @@ def _load_inline(cpp_extension, kwargs: dict, load: bool):
 
 _CHILD_BUILD = """import json, sys
 from torch.utils import cpp_extension
+# without the precompiled header, and leaving the shared one alone (use_pch=False would delete it)
+cpp_extension.remove_extension_h_precompiler_headers = lambda: None
 try:
     cpp_extension.load_inline(**json.loads(sys.argv[1]))
 except RuntimeError as e:
@@ -183,7 +185,7 @@ def _build_in_child(kwargs: dict) -> None:
 
     from ..check import sandbox
 
-    kwargs = dict(kwargs, use_pch=False) if "use_pch" in kwargs else kwargs
+    kwargs = dict(kwargs, use_pch=False)
     argv = [sys.executable, "-c", _CHILD_BUILD, json.dumps(kwargs)]
     env = toolchain.subprocess_env()
     if sandbox.available() is None:
