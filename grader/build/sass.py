@@ -56,6 +56,7 @@ class CompileReport:
     kernels: list[KernelInfo]
     ptxas_log: str = ""
     seconds: float = 0.0
+    host_object: str = ""  # compile_cubin(host_object=True): the host code's object file (link checks)
 
     def kernel(self, name: str) -> KernelInfo:
         for k in self.kernels:
@@ -125,8 +126,15 @@ def _parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
             current.shared_bytes = int(s.group(1)) if s else 0
 
 
-def compile_cubin(file, arch: str | None = None, quiet: bool = True) -> CompileReport:
-    """nvcc -cubin + cuobjdump -sass, cached by content hash. Needs no GPU."""
+# The host code compiled as the torch extension compiles it (position-independent), in the same
+# nvcc call as the cubin: `--keep` leaves the very cubin that `-cubin` makes.
+HOST_OBJECT_FLAGS = ["-c", "-Xcompiler", "-fPIC", "--keep"]
+
+
+def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object: bool = False) -> CompileReport:
+    """nvcc -cubin + cuobjdump -sass, cached by content hash. Needs no GPU.
+    `host_object=True`: the same nvcc call also compiles the host code, to `report.host_object`
+    (what grader/build/symbols.py inspects); the SASS and resources are the same."""
     source = _as_sources(file)[0]
     arch = arch or toolchain.arch()
     smv = toolchain.sm(arch)
@@ -136,24 +144,38 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True) -> CompileR
     cuobjdump = toolchain.binary_tool("cuobjdump")
     flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-arch={smv}", "-cubin", "-Xptxas", "-v", "-I", str(toolchain.INCLUDE)]
     flags += [f"-I{d}" for d in toolchain.extra_include_dirs()]
+    if host_object:
+        flags = [f for f in flags if f != "-cubin"] + HOST_OBJECT_FLAGS
     key = content_hash([source], flags + [toolchain.nvcc_version() or "", str(cuobjdump), REPORT_VERSION])
     out_dir = toolchain.cache_dir() / "cubin" / key
     report_file = out_dir / "report.json"
-    if report_file.exists():
+    obj = out_dir / "kernel.o"
+    if report_file.exists() and (obj.exists() or not host_object):
         data = json.loads(report_file.read_text())
         data["kernels"] = [KernelInfo(**k) for k in data["kernels"]]
+        data["host_object"] = str(obj) if host_object else ""
         return CompileReport(**data)
     out_dir.mkdir(parents=True, exist_ok=True)
     src = out_dir / "kernel.cu"
     src.write_text(f'#line 1 "{source.path}"\n{source.text}')
+    keep = out_dir / "keep"
+    out = ["--keep-dir", str(keep), "-o", str(obj)] if host_object else ["-o", str(out_dir / "kernel.cubin")]
+    if host_object:
+        keep.mkdir(exist_ok=True)
     t0 = time.perf_counter()
-    proc = subprocess.run([nvcc, *flags, "-o", str(out_dir / "kernel.cubin"), str(src)],
-                          capture_output=True, text=True, errors="replace")
+    proc = subprocess.run([nvcc, *flags, *out, str(src)], capture_output=True, text=True, errors="replace")
     seconds = time.perf_counter() - t0
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise parse_first_error(log, [source], source.path)
+    if host_object:  # keep the cubin, drop the other intermediates (preprocessed sources, PTX)
+        cubins = sorted(keep.glob("*.cubin"))
+        if len(cubins) != 1:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise BuildError(source.path, f"nvcc --keep left {len(cubins)} cubins, expected one")
+        cubins[0].replace(out_dir / "kernel.cubin")
+        shutil.rmtree(keep, ignore_errors=True)
     if not cuobjdump:
         raise BuildError(source.path, "cuobjdump was not found: pip install nvidia-cuda-cuobjdump "
                          "nvidia-cuda-nvdisasm, or install the CUDA toolkit")
@@ -165,7 +187,7 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True) -> CompileR
     names = demangle(list(parts))
     kernels = {mangled: KernelInfo(mangled, names[mangled], sass=part) for mangled, part in parts.items()}
     _parse_ptxas(log, kernels)
-    report = CompileReport(source.path, smv, list(kernels.values()), log, seconds)
+    report = CompileReport(source.path, smv, list(kernels.values()), log, seconds, str(obj) if host_object else "")
     data = asdict(report)
     report_file.write_text(json.dumps(data))
     if not quiet:
