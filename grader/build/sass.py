@@ -14,7 +14,7 @@ from .. import toolchain
 from .errors import BuildError, parse_first_error
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash
 
-REPORT_VERSION = "2"  # bump when what a cached report holds changes (kernel names: cu++filt)
+REPORT_VERSION = "3"  # bump when what a cached report holds changes (kernel names: cu++filt)
 
 
 @dataclass
@@ -96,15 +96,24 @@ def demangle(mangled: list[str]) -> dict[str, str]:
 
 
 def _without_signature(name: str) -> str:
-    """'void k<float, 4>(float*, int)' -> 'k<float, 4>'."""
+    """'void (anonymous namespace)::k<(int)4, (bool)1>(float*, int)' -> 'k<4, true>': no return
+    type, parameters or namespaces, and template numbers written the same by cu++filt and GNU
+    c++filt (the toolkit's prints `(int)4` and `<unnamed>::` where binutils' prints `4` and
+    `(anonymous namespace)::`)."""
     name = name.removeprefix("void ")
     if name.endswith(")"):
         depth = 0
         for i in range(len(name) - 1, -1, -1):
             depth += {")": 1, "(": -1}.get(name[i], 0)
             if depth == 0:
-                return name[:i]
-    return name
+                name = name[:i]
+                break
+    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    base, args = (name.split("<", 1) + [""])[:2]
+    base = base.rsplit("::", 1)[-1]
+    args = re.sub(r"\(bool\)1\b", "true", re.sub(r"\(bool\)0\b", "false", args))
+    args = re.sub(r"\((?:unsigned |signed )?(?:int|long|long long|short|char)\)(-?\d+)", r"\1", args)
+    return f"{base}<{args}" if args else base
 
 
 def _parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
