@@ -66,7 +66,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         worker_config = {"exercise": ex.id, "module_dir": prep.module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated,
-                  "max_case_bytes": config.SANITIZE_MAX_BYTES if opts.sanitize else None}
+                  "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None}
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
