@@ -1,21 +1,25 @@
 """The grader's kinds of target, comparison and learner file, on exercises that exist only to
 test them (tests/kinds/). Compile-only checks and the statistics run everywhere; timing and
 statistical grading of real kernels on a GPU (the GPU verification's self-test selects them)."""
-import os
 from pathlib import Path
 
 import pytest
 
 from conftest import gpu
 
-KINDS = Path(__file__).parent / "kinds"
-os.environ["COURSE_EXTRA_EXERCISES"] = str(KINDS / "exercises.py")  # the worker processes inherit it
+from grader import exercises
+from grader.check import check
+from grader.check.compare import compare
+from grader.check.stats import chi_square_p_value, compare_distribution
+from grader.spec import dot_tolerance
 
-from grader import exercises  # noqa: E402
-from grader.check import check  # noqa: E402
-from grader.check.compare import compare  # noqa: E402
-from grader.check.stats import chi_square_p_value, compare_distribution  # noqa: E402
-from grader.spec import dot_tolerance  # noqa: E402
+KINDS = Path(__file__).parent / "kinds"
+
+
+@pytest.fixture(autouse=True)
+def test_only_exercises(monkeypatch):
+    """The tests/kinds exercises, for these tests only (the grading processes inherit it)."""
+    monkeypatch.setenv("COURSE_EXTRA_EXERCISES", str(KINDS / "exercises.py"))
 
 
 def _grade(name, source, **kw):
