@@ -29,8 +29,16 @@ def cmd_list(args) -> int:
 def cmd_check(args) -> int:
     from .check import check
 
+    from . import exercises
+
     code = 0
     for ex_id in args.exercise:
+        try:
+            exercises.get(ex_id)
+        except KeyError as e:
+            print(e.args[0], file=sys.stderr)
+            code |= 2
+            continue
         result = check(ex_id, **check_kwargs(lambda k: getattr(args, k.replace("-", "_"))))
         print(json.dumps(result.as_dict(), indent=1) if args.json else result)
         code |= 0 if result.ok else 1
