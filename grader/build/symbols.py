@@ -1,0 +1,372 @@
+"""What a submission's host code links to and runs, read from its compiled object file.
+
+Source checks depend on spelling (a macro pastes `fo` and `pen` together, a declaration says
+`__asm__("getenv")`); the object file does not. A kernel file's host code is a launcher: it
+computes a grid, launches kernels and returns the error. `inspect(object)` reads the ELF
+object nvcc made of it (`compile_cubin(..., host_object=True)`, or the torch extension's own
+`cuda.cuda.o`) and reports:
+
+- `calls`: every undefined symbol, i.e. every function or variable the host code takes from
+  a library, that is not on ALLOWED, with what it is (LIBRARY_KINDS): files, network,
+  processes, the environment, loading code, raw system calls, device memory, copies, streams...
+- `load_time`: code that runs when the module is loaded: anything in the initialisation or
+  finalisation tables (.init_array, .ctors, .fini_array, .dtors, .preinit_array) but nvcc's
+  own registration function (`__sti____cudaRegisterAll`, which registers the fatbinary and
+  the kernels and nothing else), an .init/.fini section, code outside .text, or an ifunc
+  resolver (the dynamic loader runs it);
+- `syscalls`: system-call instructions in host code (`syscall`, `sysenter`, `int $0x80`;
+  `svc` on Arm), which reach the kernel without any library function.
+
+Device code is not restricted here: it cannot call the host's libraries, and the SASS checks
+read it. The sandbox (grader/check/sandbox.py) contains what no static check can rule out.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# What a kernel launcher may take from libraries. Each entry is harmless on its own: it cannot
+# reach a file, a process, the network or the environment, and it does no work the kernel
+# should do (no copies, memsets, allocations, streams or graphs: those stay the kernel's job).
+ALLOWED = [
+    # nvcc's launch and registration plumbing (a <<<...>>> launch compiles to these)
+    ("CUDA launch plumbing", r"__cuda(RegisterFatBinary|RegisterFatBinaryEnd|UnregisterFatBinary|RegisterFunction"
+                             r"|RegisterVar|RegisterManagedVar|RegisterTexture|RegisterSurface|InitModule"
+                             r"|PushCallConfiguration|PopCallConfiguration|LaunchKernel|LaunchKernel_ptsz|GetKernel)"),
+    # launching, errors
+    ("kernel launch", r"cuda(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel)(_ptsz)?"),
+    ("errors", r"cuda(GetLastError|PeekAtLastError|GetErrorString|GetErrorName)"),
+    # a kernel's attributes and occupancy (dynamic shared memory above 48 KB, grid sizing)
+    ("kernel attributes", r"cuda(FuncSetAttribute|FuncGetAttributes|FuncSetCacheConfig|Occupancy\w+)"),
+    # which device, what it has; whether the stream is being captured into a graph
+    ("device queries", r"cuda(GetDevice|GetDeviceCount|DeviceGetAttribute|GetDeviceProperties(_v2)?"
+                       r"|DriverGetVersion|RuntimeGetVersion|PointerGetAttributes"
+                       r"|StreamIsCapturing|StreamGetCaptureInfo(_v2|_v3)?)(_ptsz|_ptds)?"),
+    # waiting (pointless in a launcher, and it only makes the call slower; common while debugging)
+    ("synchronisation", r"cuda(DeviceSynchronize|StreamSynchronize)(_ptsz)?"),
+    # the C++ runtime that compiled host code calls by itself
+    ("C++ runtime", r"__cxa_guard_(acquire|release|abort)|__gxx_personality_v0|_Unwind_Resume|__cxa_pure_virtual"
+                    r"|__stack_chk_fail|__stack_chk_guard|_GLOBAL_OFFSET_TABLE_"
+                    r"|_Z(nw|na|dl|da)\w*|_ZSt\d+__throw_\w+"),   # operator new/delete, std::__throw_* helpers
+    # nvcc's registration function unregisters the fatbinary at exit (only it may use atexit)
+    ("exit-time unregistration", r"atexit"),
+    ("memory primitives", r"(__)?(memcpy|memmove|memset)(_chk)?|memcmp"),
+    # printing to the grading process's own output, which the grader captures (the log in
+    # its scratch folder): no file, process or network; learners print grid sizes while debugging
+    ("printing to stdout", r"printf|__printf_chk|puts|putchar"),
+    ("math", r"(__)?(a?sin|a?cos|a?tan|atan2|sinh|cosh|tanh|asinh|acosh|atanh|sincos|exp|exp2|exp10|expm1|log|log2"
+             r"|log10|log1p|logb|ilogb|pow|sqrt|cbrt|hypot|fabs|abs|labs|llabs|floor|ceil|round|lround|llround"
+             r"|trunc|rint|lrint|llrint|nearbyint|fmod|remainder|remquo|fmin|fmax|fdim|fma|frexp|ldexp|scalbn"
+             r"|modf|erf|erfc|tgamma|lgamma|copysign|nextafter|isnan|isinf|finite|fpclassify)[fl]?(_finite)?"),
+]
+_ALLOWED = [(kind, re.compile(rx + r"\Z")) for kind, rx in ALLOWED]
+
+# What everything else is, for the message (first match); anything unlisted is "not needed".
+LIBRARY_KINDS = [
+    ("raw system call", r"syscall|__syscall\w*"),
+    ("opens, reads or writes files",
+     r"(f|fd|fre|__open|__open64)?open(at)?(64)?(_2)?|creat(64)?|read|pread(64)?|readv|preadv\w*|write|pwrite(64)?"
+     r"|writev|pwritev\w*|close|f(read|write|gets|puts|printf|scanf|seek\w*|tell\w*|flush|getc|putc|close|eof"
+     r"|error|ileno|open64)(_unlocked)?|v?fprintf|__fprintf_chk|__vfprintf_chk|(v)?dprintf|unlink(at)?|remove"
+     r"|rename(at2?)?|mkdir(at)?|rmdir|(l|f)?stat(64|at|at64|x|fs|fs64|vfs)?|__(l|f)?xstat\w*|access|faccessat2?"
+     r"|f?chmod(at)?|f?chown(at)?|lchown|f?truncate(64)?|opendir|fdopendir|readdir\w*|scandir\w*|closedir"
+     r"|symlink(at)?|link(at)?|readlink(at)?|realpath|chdir|fchdir|chroot|getcwd|tmpfile(64)?|tmpnam|mkstemps?\w*"
+     r"|mkdtemp|sendfile(64)?|splice|tee|copy_file_range|dup[23]?|fcntl(64)?|ioctl|flock|lockf|sync|fsync"
+     r"|fdatasync|mknod(at)?|mkfifo(at)?|mount|umount2?|inotify_\w+|stdin|stdout|stderr|_IO_\w+|__uflow|__overflow"
+     r"|\w*(fstream|filebuf|filesystem|ofstream|ifstream)\w*"),
+    ("maps or protects memory", r"mmap(64)?|munmap|mremap|mprotect|madvise|brk|sbrk|shm_open|shmget|shmat"
+                                r"|memfd_create|process_vm_\w+"),
+    ("network", r"socket|socketpair|connect|bind|listen|accept4?|send(to|msg|mmsg)?|recv(from|msg|mmsg)?"
+                r"|getaddrinfo|freeaddrinfo|gethostbyname\w*|gethostbyaddr\w*|getnameinfo|inet_\w+|setsockopt"
+                r"|getsockopt|shutdown|getpeername|getsockname|poll|ppoll|select|pselect|epoll_\w+|curl_\w+"),
+    ("starts or controls processes",
+     r"fork|vfork|_Fork|__fork|clone3?|__clone\w*|execve|execveat|execv|execvp|execvpe|execl|execlp|execle"
+     r"|fexecve|posix_spawn\w*|system|popen|pclose|wait|waitpid|wait3|wait4|waitid|kill|killpg|tgkill|ptrace"
+     r"|setsid|setpgid|set(e|re|res)?[ug]id|prctl|unshare|setns|getpid|getppid|get(e)?[ug]id|daemon"),
+    ("starts threads", r"pthread_\w+|thrd_\w+|_ZNSt6thread\w*|std::thread\w*"),
+    ("reads or changes the environment", r"(secure_|__libc_secure_)?getenv|setenv|unsetenv|putenv|clearenv"
+                                         r"|environ|__environ|_environ|getauxval|__libc_enable_secure"
+                                         r"|program_invocation\w*|__progname\w*|confstr|sysconf|uname|gethostname"),
+    ("loads code", r"dlopen|dlmopen|dlsym|dlvsym|dladdr\w*|dlinfo|dlerror|dlclose|__libc_dl\w+|_dl_\w+"
+                   r"|dl_iterate_phdr"),
+    ("ends the process or handles signals", r"exit|_exit|_Exit|abort|quick_exit|raise|signal|sigaction|sigprocmask"
+                                            r"|sigqueue|alarm|setitimer|longjmp|_?setjmp|siglongjmp|__sigsetjmp"),
+    ("registers code to run at exit", r"__cxa_atexit|__cxa_thread_atexit\w*|__dso_handle|at_quick_exit|on_exit"),
+    ("throws or catches C++ exceptions", r"__cxa_(throw|rethrow|allocate_exception|free_exception|begin_catch"
+                                         r"|end_catch|get_exception_ptr|current_exception_type)"),
+    ("allocates or frees memory through the runtime",
+     r"cuda(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MallocHost|FreeHost|MallocAsync|FreeAsync"
+     r"|MallocManaged|MallocPitch|Malloc3D|Malloc3DArray|MallocArray|MallocMipmappedArray|MallocFromPoolAsync"
+     r"|MemPool\w+|DeviceSetMemPool|DeviceGetMemPool|DeviceGetDefaultMemPool|MemGetInfo|FreeArray"
+     r"|FreeMipmappedArray)(_ptsz|_ptds)?|malloc|calloc|realloc|free|aligned_alloc|posix_memalign|valloc"
+     r"|memalign|pvalloc"),
+    ("copies or sets memory through the runtime instead of a kernel",
+     r"cuda(Memcpy|Memset|MemPrefetch|MemAdvise)\w*"),
+    ("creates or controls streams, events, graphs or host callbacks",
+     r"cuda(Stream|Event|Graph|UserObject|LaunchHostFunc|ThreadExchangeStreamCaptureMode)\w*"),
+    ("changes the device's state", r"cuda(SetDevice|SetDeviceFlags|SetValidDevices|DeviceReset|DeviceSet\w+"
+                                   r"|DeviceEnable\w+|DeviceDisable\w+|Ipc\w+|Ctx\w+|Profiler\w+|ThreadSet\w+"
+                                   r"|ThreadExit|DeviceFlushGPUDirectRDMAWrites|InitDevice)\w*"),
+    ("calls the CUDA driver directly", r"cu[A-Z]\w*|cudaGetDriverEntryPoint\w*|cudaGetExportTable"
+                                       r"|cudaGetFuncBySymbol|cudaLibrary\w+|cudaKernel\w+|__cudaGetExportTableInternal"),
+    ("calls a CUDA library instead of computing", r"(cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc"
+                                                  r"|nvJitLink|nvjpeg|npp|cutensor|nvshmem)\w*"),
+    ("calls PyTorch or Python", r"_ZN(K)?(2at|5torch|3c10|8pybind11)\w*|_Py\w+|Py[A-Z]\w*"),
+]
+_KINDS = [(kind, re.compile(rx + r"\Z")) for kind, rx in LIBRARY_KINDS]
+NOT_NEEDED = "not a function a kernel launcher needs"
+
+# nvcc's registration function, the one entry its objects put in .init_array
+REGISTRATION = re.compile(r"(_ZL24)?__sti____cudaRegisterAll(v|\(\))?\Z")
+# what it may call: registration, and atexit for the unregistration
+REGISTRATION_CALLS = re.compile(r"(__cuda(Register\w+|UnregisterFatBinary|InitModule)|atexit|_GLOBAL_OFFSET_TABLE_)\Z")
+LOAD_TIME_SECTIONS = re.compile(r"\.(init_array|fini_array|preinit_array|ctors|dtors)(\.\d+)?\Z")
+SYSCALL_MNEMONICS = {"syscall", "sysenter", "svc", "hvc", "smc"}
+
+SHT_SYMTAB, SHT_RELA, SHT_REL, SHT_SYMTAB_SHNDX = 2, 4, 9, 18
+SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY = 14, 15, 16
+SHF_EXECINSTR = 0x4
+STT_FUNC, STT_SECTION, STT_GNU_IFUNC = 2, 3, 10
+
+
+class LinkCheckError(RuntimeError):
+    """The object could not be read (not ELF64, a missing tool): the check cannot vouch for it."""
+
+
+@dataclass
+class Symbol:
+    name: str
+    type: int
+    bind: int
+    shndx: int
+    value: int
+    size: int
+
+
+@dataclass
+class Section:
+    index: int
+    name: str
+    type: int
+    flags: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    entsize: int
+
+
+@dataclass
+class Relocation:
+    section: int      # the section the relocation patches
+    offset: int
+    symbol: Symbol
+    addend: int
+
+
+@dataclass
+class Object:
+    """The parts of an ELF64 relocatable object the checks read."""
+    path: str
+    machine: int
+    sections: list[Section]
+    symbols: list[Symbol]
+    relocations: list[Relocation]
+    data: bytes = field(repr=False, default=b"")
+
+    @property
+    def undefined(self) -> list[str]:
+        return sorted({s.name for s in self.symbols[1:] if s.shndx == 0 and s.name})
+
+    def function_at(self, section: int, offset: int) -> Symbol | None:
+        for s in self.symbols:
+            if s.type in (STT_FUNC, STT_GNU_IFUNC) and s.shndx == section and s.value <= offset < s.value + max(s.size, 1):
+                return s
+        return None
+
+    def target(self, rel: Relocation) -> Symbol | None:
+        """The function a pointer-sized relocation points at (a section symbol plus an offset, or a symbol)."""
+        if rel.symbol.type == STT_SECTION:
+            return self.function_at(rel.symbol.shndx, rel.addend)
+        return rel.symbol
+
+
+def read_object(path: str | Path) -> Object:
+    """Parse an ELF64 relocatable object: sections, symbols, relocations."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise LinkCheckError(f"{path} is not an ELF64 object file")
+    end = "<" if data[5] == 1 else ">"
+    (_, _, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx) = struct.unpack_from(
+        end + "16sHHIQQQIHHHHHH", data, 0)
+
+    def header(i):
+        return struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize)
+
+    if shnum == 0:  # extended numbering: the count is in section 0
+        shnum = header(0)[5]
+    if shstrndx == 0xFFFF:
+        shstrndx = header(0)[6]
+    raw = [header(i) for i in range(shnum)]
+    strtab = raw[shstrndx]
+
+    def string(table_offset, index):
+        start = table_offset + index
+        return data[start:data.index(b"\0", start)].decode("utf-8", "replace")
+
+    sections = [Section(i, string(strtab[4], h[0]), h[1], h[2], h[4], h[5], h[6], h[7], h[9])
+                for i, h in enumerate(raw)]
+    symbols: list[Symbol] = []
+    symtab = next((s for s in sections if s.type == SHT_SYMTAB), None)
+    if symtab is not None:
+        names = sections[symtab.link]
+        xindex = next((s for s in sections if s.type == SHT_SYMTAB_SHNDX and s.link == symtab.index), None)
+        for i in range(symtab.size // 24):
+            st_name, info, _, shndx, value, size = struct.unpack_from(end + "IBBHQQ", data, symtab.offset + 24 * i)
+            if shndx == 0xFFFF and xindex is not None:
+                shndx = struct.unpack_from(end + "I", data, xindex.offset + 4 * i)[0]
+            name = string(names.offset, st_name)
+            if info & 0xF == STT_SECTION and not name:
+                name = sections[shndx].name if shndx < len(sections) else ""
+            symbols.append(Symbol(name, info & 0xF, info >> 4, shndx, value, size))
+    relocations = []
+    for s in sections:
+        if s.type not in (SHT_RELA, SHT_REL) or not symbols:
+            continue
+        size = 24 if s.type == SHT_RELA else 16
+        for i in range(s.size // size):
+            if s.type == SHT_RELA:
+                offset, info, addend = struct.unpack_from(end + "QQq", data, s.offset + size * i)
+            else:  # the addend sits in the patched bytes
+                offset, info = struct.unpack_from(end + "QQ", data, s.offset + size * i)
+                target = sections[s.info]
+                addend = struct.unpack_from(end + "q", data, target.offset + offset)[0] if target.size >= offset + 8 else 0
+            relocations.append(Relocation(s.info, offset, symbols[info >> 32], addend))
+    return Object(str(path), machine, sections, symbols, relocations, data)
+
+
+def _demangle(names: list[str]) -> dict[str, str]:
+    from .sass import demangle
+
+    return demangle(names) if names else {}
+
+
+def kind_of(symbol: str) -> str | None:
+    """None when `symbol` is on the allow-list, else what it is ("opens, reads or writes files", ...)."""
+    base = symbol.split("@")[0]
+    if any(rx.match(base) for _, rx in _ALLOWED):
+        return None
+    return next((kind for kind, rx in _KINDS if rx.match(base)), NOT_NEEDED)
+
+
+@dataclass
+class Finding:
+    what: str     # the symbol or function, readable
+    why: str      # what it is or does
+
+
+@dataclass
+class LinkReport:
+    path: str
+    undefined: list[str]
+    calls: list[Finding]       # library functions not allowed
+    load_time: list[Finding]   # code run when the module is loaded (or unloaded)
+    syscalls: list[Finding]    # system-call instructions
+
+    @property
+    def ok(self) -> bool:
+        return not (self.calls or self.load_time or self.syscalls)
+
+
+def _load_time(obj: Object, names: dict[str, str]) -> list[Finding]:
+    found = []
+    registration: list[Symbol] = []
+    for s in obj.sections:
+        if not s.name and s.type == 0:
+            continue
+        table = s.type in (SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY) or LOAD_TIME_SECTIONS.match(s.name)
+        if table and s.size:
+            rels = [r for r in obj.relocations if r.section == s.index]
+            entries = s.size // 8
+            for r in rels:
+                fn = obj.target(r)
+                fname = fn.name if fn else f"{r.symbol.name}+{r.addend:#x}"
+                if s.name.startswith(".init_array") and s.type != SHT_PREINIT_ARRAY and fn is not None \
+                        and REGISTRATION.match(fn.name) and fn.shndx != 0 and not registration:
+                    registration.append(fn)
+                    continue
+                readable = names.get(fname, fname)
+                when = "at unload" if re.search(r"fini|dtors", s.name) or s.type == SHT_FINI_ARRAY else "at load"
+                what = "a global object's constructor" if fname.startswith("_GLOBAL__sub_I") else "runs"
+                found.append(Finding(readable, f"{what} {when}, from {s.name}"))
+            if len(rels) < entries:
+                found.append(Finding(s.name, f"{entries - len(rels)} entries of {s.name} point at fixed addresses"))
+        elif s.name in (".init", ".fini"):
+            found.append(Finding(s.name, f"code in the {s.name} section"))
+        elif s.flags & SHF_EXECINSTR and not (s.name == ".text" or s.name.startswith(".text.")):
+            found.append(Finding(s.name, "code outside .text"))
+    for sym in obj.symbols:
+        if sym.type == STT_GNU_IFUNC:
+            found.append(Finding(names.get(sym.name, sym.name), "an ifunc whose resolver the loader runs"))
+    for fn in registration:  # nvcc's function may only register: anything else in it is not nvcc's
+        for r in obj.relocations:
+            if r.section == fn.shndx and fn.value <= r.offset < fn.value + fn.size and r.symbol.shndx == 0 \
+                    and not REGISTRATION_CALLS.match(r.symbol.name):
+                found.append(Finding(names.get(r.symbol.name, r.symbol.name),
+                                     "called from the registration function that runs at load"))
+    # atexit: only nvcc's registration function uses it (to unregister the fatbinary)
+    for r in obj.relocations:
+        if r.symbol.name == "atexit" and r.symbol.shndx == 0:
+            fn = obj.function_at(r.section, r.offset)
+            if fn is None or fn not in registration:
+                who = names.get(fn.name, fn.name) if fn else obj.sections[r.section].name
+                found.append(Finding(f"atexit in {who}", "registers code to run at exit"))
+    return found
+
+
+def _syscalls(path: str) -> list[Finding]:
+    objdump = shutil.which("objdump")
+    if not objdump:
+        raise LinkCheckError("objdump was not found: the link checks need GNU binutils (apt-get install binutils)")
+    proc = subprocess.run([objdump, "-d", "-w", "-C", "--no-show-raw-insn", path], capture_output=True, text=True,
+                          errors="replace")
+    if proc.returncode != 0:
+        raise LinkCheckError(f"objdump could not read {path}: {proc.stderr.strip()[:300]}")
+    found, function = [], "?"
+    for line in proc.stdout.splitlines():
+        m = re.match(r"[0-9a-f]+ <(.*)>:\s*$", line)
+        if m:
+            function = m.group(1)
+            continue
+        m = re.match(r"\s+[0-9a-f]+:\s+(.*)$", line)
+        if not m:
+            continue
+        # the instruction's words (prefixes included), without symbol names and comments
+        words = set(re.split(r"[\s,]+", re.sub(r"<[^>]*>|#.*", "", m.group(1)).strip()))
+        hit = words & SYSCALL_MNEMONICS or ({"int", "$0x80"} <= words and {"int $0x80"})
+        if hit:
+            found.append(Finding(f"{min(hit)} in {function}", "raw system call instruction"))
+    return found
+
+
+def inspect(path: str | Path) -> LinkReport:
+    """Read a host object file: what it links to, what runs at load time, raw system calls."""
+    obj = read_object(path)
+    undefined = obj.undefined
+    funcs = [s.name for s in obj.symbols if s.type in (STT_FUNC, STT_GNU_IFUNC) and s.name]
+    names = _demangle(sorted(set(undefined + funcs)))
+    calls = [Finding(names.get(u, u), kind) for u in undefined if (kind := kind_of(u))]
+    return LinkReport(str(path), undefined, calls, _load_time(obj, names), _syscalls(str(path)))
+
+
+def summary(findings: list[Finding], limit: int = 6) -> str:
+    """'fopen (opens, reads or writes files), getenv (reads ...)': at most `limit`, grouped by kind."""
+    by_kind: dict[str, list[str]] = {}
+    for f in findings:
+        by_kind.setdefault(f.why, []).append(f.what)
+    parts = [f"{', '.join(sorted(set(whats))[:limit])} ({why})" for why, whats in by_kind.items()]
+    return "; ".join(parts)
