@@ -72,7 +72,7 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
     """Registers, spills and the exercise's required instructions in the compiled SASS;
     returns the compile report (None if it did not compile or holds no kernel)."""
     try:
-        report = _build.compile_cubin(source)
+        report = _build.compile_cubin(source, host_object=True)  # the same nvcc call makes the host object
     except _build.BuildError as e:
         result.add("build", "compiles (nvcc, sm_90)", "fail", e.summary())
         return None
@@ -103,6 +103,48 @@ PY_DENY_MODULES = {"os", "sys", "subprocess", "socket", "ctypes", "cffi", "impor
                    "inspect", "runpy", "code", "codeop"}
 PY_DENY_NAMES = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
                  "input", "getattr", "setattr", "delattr"}
+
+
+LINK_CHECK = "host code (link check)"
+
+
+def link_checks(ex: Exercise, source: _build.Source, result: Result, report: _build.CompileReport | None = None,
+                built_object: str | None = None) -> bool:
+    """What the host code links to and runs, read from its object file, so that no spelling hides
+    a call (grader/build/symbols.py): from libraries only launch, runtime and math functions; no
+    code that runs when the module is loaded; no system-call instructions. False on any finding:
+    then nothing is built or run. `built_object`: the torch extension's own object, checked again
+    after the build (silently when clean), so that what runs is what was checked."""
+    from ..build import symbols
+
+    path = built_object or (report.host_object if report else "")
+    if not path:
+        try:
+            path = _build.compile_cubin(source, host_object=True).host_object
+        except _build.BuildError as e:
+            result.add("build", "compiles (nvcc, sm_90)", "fail", e.summary())
+            return False
+    try:
+        found = symbols.inspect(path)
+    except (symbols.LinkCheckError, OSError) as e:
+        result.add("source", LINK_CHECK, "fail", f"cannot check what the host code links to: {e}")
+        return False
+    if found.ok:
+        if not built_object:
+            result.add("source", LINK_CHECK, "pass", f"links only to launch, runtime and math functions "
+                       f"({len(found.undefined)} symbols); no code at load time; no system calls")
+        return True
+    where = " (in the built extension)" if built_object else ""
+    if found.load_time:
+        result.add("source", "no code at load time", "fail",
+                   f"runs code when the module is loaded{where}: " + symbols.summary(found.load_time))
+    if found.syscalls:
+        result.add("source", "no system calls", "fail",
+                   f"makes system calls directly{where}: " + symbols.summary(found.syscalls))
+    if found.calls:
+        result.add("source", "links only to allowed functions", "fail",
+                   f"host code uses what a kernel file may not{where}: " + symbols.summary(found.calls))
+    return False
 
 
 def python_checks(ex: Exercise, source, result: Result) -> bool:
