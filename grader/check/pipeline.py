@@ -20,7 +20,7 @@ from .. import config, toolchain
 from .. import exercises as _exercises
 from ..spec import Exercise
 from .result import Result
-from .static import python_checks, sass_checks, static_checks
+from .static import link_checks, python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, run_worker
 
 
@@ -66,6 +66,8 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     report = sass_checks(ex, src, result)
     if any(i.group == "build" for i in result.failures):
         return prep
+    if not link_checks(ex, src, result, report):  # what the host code links to and runs at load
+        return prep
     if report:
         prep.shared_access_bytes = tuple(max(k.shared_access_bytes(op) for k in report.kernels)
                                          for op in ("LDS", "STS"))
@@ -74,10 +76,18 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
         return prep
-    try:
-        built = _build.build([src], name=ex.id.replace(".", "_"), quiet=quiet)
+    try:  # built, never loaded here: only the sandboxed worker runs a submission's code
+        built = _build.build([src], name=ex.id.replace(".", "_"), quiet=quiet, load=False)
     except _build.BuildError as e:
         result.add("build", "torch extension", "fail", e.summary())
+        return prep
+    # The object the extension was linked from, checked too: what runs is what was checked
+    # (the extension's nvcc command defines macros of its own that a submission could test for).
+    objects = sorted(Path(built.directory).glob("*.cuda.o"))
+    if not objects:
+        result.add("source", "host code (link check)", "fail", f"the build left no object file to check in {built.directory}")
+        return prep
+    if not all(link_checks(ex, src, result, built_object=str(o)) for o in objects):
         return prep
     result.build_seconds = built.seconds
     prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
