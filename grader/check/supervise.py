@@ -4,6 +4,7 @@ compute-sanitizer's verdict when it runs under one."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from .. import config, toolchain
 from ..spec import Exercise
+from . import sandbox
 from .result import Result
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
@@ -33,6 +35,9 @@ class RunOptions:
     # after a clean run, the small cases again under these compute-sanitizer tools (class grading and
     # the self-test): racecheck only where the SASS shows shared memory or barriers
     sanitizers: tuple[str, ...] = ()
+    # folders the grading process may not see, besides the solutions and the build cache (class
+    # grading: the submissions and the output folder); applies where the sandbox works
+    hide: tuple[str, ...] = ()
 
 
 @dataclass
@@ -56,6 +61,36 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
+def _tree_rss_bytes(root: int) -> int:
+    """Resident memory of a process and all its descendants: the process started is bwrap (and
+    maybe compute-sanitizer), the one that uses the memory is the worker under it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += _rss_bytes(pid)
+        todo += children.get(pid, [])
+    return total
+
+
+def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> tuple[list[str], dict]:
+    """`argv` and `env` for a process that runs submitted code: in the sandbox where it works
+    (sandbox.py), with the solutions, the build cache and `hide` out of sight, `readable` bound
+    back read-only, `scratch` the only writable folder; unchanged where it does not."""
+    if sandbox.available() is not None:
+        return argv, env
+    hidden = [toolchain.SOLUTIONS, toolchain.cache_dir(), *hide]
+    return (sandbox.wrap(argv, scratch, readable=[r for r in readable if r], hidden=hidden),
+            sandbox.environment(env))
+
+
 def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | None = None) -> None:
     """Run the worker on a prepared submission, adding what it reports to `result`
     (the submission's own by default)."""
@@ -77,14 +112,17 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         timed_out = over_memory = False
         with open(log, "wb") as logf:
             prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
-            proc = subprocess.Popen([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], cwd=tmp, env=env,
-                                    stdout=logf, stderr=subprocess.STDOUT)
+            argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], env, tmp,
+                                readable=[prep.module_dir, opts.runtime_root], hide=opts.hide)
+            proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + limit
+            next_rss = 0.0
             while proc.poll() is None:
                 if time.monotonic() > deadline:
                     timed_out = True
-                elif opts.memory_limit_gb and _rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30:
-                    over_memory = True
+                elif opts.memory_limit_gb and time.monotonic() > next_rss:
+                    next_rss = time.monotonic() + 0.25
+                    over_memory = _tree_rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30
                 if timed_out or over_memory:
                     proc.kill()
                     break
