@@ -15,7 +15,11 @@ or STUDENT/kernels/day02/...), or one archive per student (STUDENT.zip, .tar, .t
    OUT/STUDENT/feedback.md and .html (failures explained, hidden inputs not shown), and
    OUT/class-summary.png.
 
-Grading runs the students' code: see the README for running it in a container.
+Preparing compiles and inspects only (the link checks reject load-time code and calls outside
+the launch API); the students' code runs only in the grading processes, each in the bubblewrap
+sandbox (grader/check/sandbox.py) where it works: no network, the course read-only, the
+submissions, OUT, the solutions and the build cache hidden, only its scratch folder writable.
+The run's first lines say whether it works; where not, see the README's container recipe.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from pathlib import Path
 
 from .. import config, toolchain
 from .. import exercises as _exercises
-from ..check import Prepared, Result, RunOptions, prepare, run
+from ..check import Prepared, Result, RunOptions, prepare, run, sandbox
 from .reports import score, write_reports
 from .submissions import discover, locate
 
@@ -103,6 +107,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             todo.append((student, ex, path, display))
     echo(f"{len(students)} students, {len(exs)} exercises: {len(todo)} to grade "
          f"({len(students) * len(exs) - len(todo)} already graded)")
+    echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
     t_build = time.perf_counter()
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..build import WARMUP_SOURCE, build
@@ -124,7 +129,8 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
                                     "exercises": [e.id for e in exs]}, indent=1))
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
-                      sanitizers=config.CLASS_SANITIZERS)
+                      sanitizers=config.CLASS_SANITIZERS,
+                      hide=(str(submissions.resolve()), str(out.resolve())))  # + the solutions, the build cache
     t_run = time.perf_counter()
     for (student, ex, path, display), prep in zip(todo, prepared):
         t1 = time.perf_counter()
