@@ -62,10 +62,12 @@ def available() -> bool:
 
 
 def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: float = 180,
-                   kernels: list[str] | None = None) -> list[dict] | None:
+                   kernels: list[str] | None = None, isolate=None) -> list[dict] | None:
     """Run `code` in a fresh Python under ncu; return one row per kernel launch:
     {"kernel": name, "id": launch index, metric: value, ...}, or None if ncu cannot run.
-    `kernels` limits profiling to kernels whose names match one of these."""
+    `kernels` limits profiling to kernels whose names match one of these. `isolate(argv, env,
+    scratch) -> (argv, env)` wraps the command (ncu and the Python under it) when the code
+    runs a submission: the grader's sandbox."""
     ncu = ncu_path()
     if not (ncu and toolchain.has_gpu()):
         return None
@@ -76,6 +78,8 @@ def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: flo
         only = ["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []
         cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), *only,
                sys.executable, str(script)]
+        if isolate is not None:
+            cmd, env = isolate(cmd, env, tmp)
         try:  # its own process group, so that a timeout stops the profiled Python too
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                     cwd=tmp, start_new_session=True)

@@ -21,7 +21,7 @@ from .. import exercises as _exercises
 from ..spec import Exercise
 from .result import Result
 from .static import link_checks, python_checks, sass_checks, static_checks
-from .supervise import Prepared, RunOptions, run_worker
+from .supervise import Prepared, RunOptions, isolate, run_worker
 
 
 def secret_seed_from_env() -> int | None:
@@ -139,7 +139,7 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
                 if tool == "memcheck" or prep.uses_shared_memory:
                     sanitizer_stage(ex, prep, opts, tool)
             if ex.max_bank_conflicts is not None:
-                _bank_conflict_check(ex, prep, prep.result)
+                _bank_conflict_check(ex, prep, prep.result, opts)
     return prep.result
 
 
@@ -203,7 +203,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     return _finish(prep.result, t0)
 
 
-def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result) -> None:
+def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, opts: RunOptions | None = None) -> None:
     """Shared-memory bank conflicts of each of the learner's kernels over all untimed
     cases, counted per shared-memory instruction by Nsight Compute where it runs."""
     from .. import ncu
@@ -216,8 +216,11 @@ def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result) -> None:
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": built.module_dir,
                                    "module_name": built.module_name}))
-        rows = ncu.profile_python(f"from grader.check.worker import call_once\ncall_once({str(cfg)!r})\n",
-                                  ncu.BANK_CONFLICT_METRICS, kernels=built.kernels)
+        hide = opts.hide if opts else ()
+        rows = ncu.profile_python(  # it loads and runs the submission: in the sandbox, as the worker does
+            f"from grader.check.worker import call_once\ncall_once({str(cfg)!r})\n",
+            ncu.BANK_CONFLICT_METRICS, kernels=built.kernels,
+            isolate=lambda argv, env, scratch: isolate(argv, env, scratch, readable=[built.module_dir, tmp], hide=hide))
     counts = [(r["kernel"].split("(")[0], ncu.bank_conflicts(r, built.shared_access_bytes)) for r in rows or []]
     if not counts or any(c is None for _, c in counts):
         result.add("work", name, "skip", "skipped: ncu could not read the counters here")
