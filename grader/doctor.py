@@ -35,6 +35,9 @@ def doctor(echo=print) -> int:
     row("cuobjdump", cuobjdump or "not found", cuobjdump is not None, "pip install nvidia-cuda-cuobjdump")
     nvdisasm = toolchain.binary_tool("nvdisasm")
     row("nvdisasm", nvdisasm or "not found", nvdisasm is not None, "pip install nvidia-cuda-nvdisasm")
+    objdump = shutil.which("objdump")
+    row("objdump", objdump or "not found", objdump is not None,
+        "install GNU binutils (apt-get install binutils): the link checks disassemble host code")
     feats = toolchain.load_inline_features()
     echo(f"    {'load_inline':<22} no_implicit_headers={feats['no_implicit_headers']}, use_pch={feats['use_pch']}")
     if toolchain.has_gpu():
@@ -52,6 +55,21 @@ def doctor(echo=print) -> int:
     else:
         echo(f"    {'GPU':<22} none")
     echo(f"    {'build cache':<22} {toolchain.cache_dir()}")
+    from .check import sandbox
+
+    why = sandbox.available()
+    if why is None and toolchain.has_gpu():  # the grading processes need the GPU inside it
+        gpu_why = sandbox.check_gpu()
+        row("sandbox", f"bubblewrap at {sandbox.bwrap_path()}" + ("; CUDA works inside it" if gpu_why is None
+                                                                   else f"; {gpu_why}"), gpu_why is None,
+            "grading processes cannot use the GPU in the sandbox: add the device nodes they need with "
+            "COURSE_SANDBOX_DEVICES, or COURSE_SANDBOX=off and the README's container recipe")
+    elif why is None:
+        echo(f"ok  {'sandbox':<22} bubblewrap at {sandbox.bwrap_path()} (grading processes: no network, course "
+             "read-only, only their scratch folder writable)")
+    else:  # a learner checking their own kernels does not need it; an instructor grading a class does
+        echo(f"    {'sandbox':<22} NOT available ({why}): submissions would run as your user; to grade a class, "
+             "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or use the README's container recipe")
     echo(f"    {'mode':<22} {toolchain.mode()}" + ("" if toolchain.has_gpu() else
          " (kernels are compiled for sm_90 and their SASS checked; running them is skipped)"))
     for p in problems:

@@ -61,9 +61,21 @@ def _base_flags() -> list[str]:
     return flags
 
 
-@functools.lru_cache(maxsize=None)
+_disabled: list[str] = []
+
+
+def disable(reason: str) -> None:
+    """Stop using the sandbox in this process, e.g. when CUDA does not work inside it (`check_gpu`)."""
+    _disabled[:] = [reason]
+
+
 def available() -> str | None:
     """None when the sandbox works here; else why not (one line)."""
+    return _disabled[0] if _disabled else _probe()
+
+
+@functools.lru_cache(maxsize=None)
+def _probe() -> str | None:
     if os.environ.get("COURSE_SANDBOX", "").lower() in ("0", "off", "no", "false"):
         return "turned off by COURSE_SANDBOX=off"
     if not sys.platform.startswith("linux"):
@@ -81,6 +93,31 @@ def available() -> str | None:
     if proc.returncode != 0:
         lines = (proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}").splitlines()
         return f"{bwrap} cannot create the namespaces here: {lines[-1]}"
+    return None
+
+
+GPU_PROBE = ("import torch; x = torch.arange(8.0, device='cuda'); "
+             "print(torch.cuda.get_device_name(), float((x * 2).sum()))")
+
+
+def check_gpu(timeout: float = 180) -> str | None:
+    """On a GPU machine: None when CUDA works inside the sandbox (torch runs a kernel there),
+    else why not (the device nodes it needs may be missing: COURSE_SANDBOX_DEVICES adds some)."""
+    import tempfile
+
+    why = available()
+    if why is not None:
+        return why
+    with tempfile.TemporaryDirectory(prefix="grader-sandbox-") as tmp:
+        argv = wrap([sys.executable, "-c", GPU_PROBE], tmp)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=tmp,
+                                  env=environment(dict(os.environ)))
+        except subprocess.TimeoutExpired:
+            return f"torch did not finish a CUDA call inside it within {timeout:.0f} s"
+    if proc.returncode != 0 or "48.0" not in proc.stdout:
+        lines = (proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}").splitlines()
+        return f"CUDA fails inside it: {lines[-1]}"
     return None
 
 

@@ -107,6 +107,10 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             todo.append((student, ex, path, display))
     echo(f"{len(students)} students, {len(exs)} exercises: {len(todo)} to grade "
          f"({len(students) * len(exs) - len(todo)} already graded)")
+    if toolchain.has_gpu() and todo and sandbox.available() is None:
+        gpu_problem = sandbox.check_gpu()  # the grading processes need the GPU inside it
+        if gpu_problem:
+            sandbox.disable(gpu_problem)
     echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
     t_build = time.perf_counter()
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
