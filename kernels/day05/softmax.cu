@@ -1,8 +1,9 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day05/softmax.cu by `grader release` (stub-hash 736d53746339).
-// Day 5 exercise: row softmax for fp32, fp16 and bf16, rows of 1 to 16384 elements, every row
-// read from memory once and written once (models: FlashInfer norm.cuh, where QKRMSNormKernel
-// gives a row to a warp and RMSNormKernel gives it to a block; sampling.cuh's
-// OnlineSoftmaxFusedKernel for how a softmax treats -inf).
+// Your exercise: fill in the TODOs. Generated from solutions/day05/softmax.cu by `grader release` (stub-hash 12763f00a8f0).
+// Day 5 exercise: row softmax for fp32, fp16 and bf16, rows of 1 to 262144 elements (models:
+// FlashInfer norm.cuh, where QKRMSNormKernel gives a row to a warp and RMSNormKernel gives it to
+// a block; sampling.cuh's OnlineSoftmaxFusedKernel for long rows and for how a softmax treats
+// -inf). Rows of up to 16384 elements are read from memory once and written once; longer rows
+// (vocabularies: 32000 to 256000 logits) do not fit in a block's registers and are read twice.
 //
 //   x, out  (rows, cols)   out[r, c] = exp(x[r, c] - m_r) / sum_k exp(x[r, k] - m_r),
 //                          m_r = max_k x[r, k]: subtracting it keeps every exp in (0, 1]
@@ -14,6 +15,13 @@
 // Memory-bound: per element one read and one write and a handful of flops. Napkin math for
 // fp16, 16384 rows x 4096: 2 * 2 B * 16384 * 4096 = 268 MB, ~64 us at ~4.2 TB/s. The target
 // is >= 0.85x the copy bandwidth for rows of 1024 to 8192 elements.
+//
+// Long rows (cols > 16384) take an online softmax, a block of 1024 threads per row: pass 1
+// reads the row once, keeping per thread a running max m and a sum s of exp(x - m) that is
+// rescaled by exp(m_old - m_new) whenever m grows; the block combines the (m, s) pairs; pass
+// 2 reads the row again and writes exp(x - M) / S. Napkin math for bf16, 256 rows x 151936
+// (Qwen2's vocabulary): 78 MB per pass over x, 3 x 78 MB = 233 MB, ~55 us at ~4.2 TB/s (less
+// where the second read still finds the row in the 60 MB L2).
 #include "course/vec.cuh"
 #include "course/warp.cuh"
 
@@ -23,7 +31,8 @@ constexpr int WARPS_PER_BLOCK = 4;                      // warp-per-row path: 4 
 constexpr int64_t WARP_MAX_COLS = 1024;                 // up to here a warp holds the row (32 per lane)
 constexpr int BLOCK_ELEMS = 16;                         // block-per-row path: elements per thread
 constexpr int MAX_THREADS = 1024;
-constexpr int64_t MAX_COLS = MAX_THREADS * BLOCK_ELEMS;  // 16384
+constexpr int64_t MAX_COLS = MAX_THREADS * BLOCK_ELEMS;  // 16384: longest row held in registers
+constexpr int ONLINE_THREADS = 1024;                    // longer rows: a block of 1024 threads, two passes
 
 // Two-level reduction over a block (Day 6 takes it apart): shuffles inside every warp, lane 0
 // of each warp parks its result in shared memory, one barrier, then every warp reduces the
@@ -83,6 +92,28 @@ softmax_kernel(T* __restrict__ out, const T* __restrict__ x, int64_t rows, int64
   //  4. Store e / s with vec_t stores, or zeros where s == 0 (a fully masked row).
 }
 
+// Rows longer than MAX_COLS: one block of ONLINE_THREADS per row, the row read twice. Thread t
+// takes vectors t, t + blockDim.x, t + 2 * blockDim.x, ... of its row, in both passes: a warp
+// reads 32 consecutive vectors (512 contiguous bytes when VEC = 16 / sizeof(T)) per iteration.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(ONLINE_THREADS)
+softmax_online_kernel(T* __restrict__ out, const T* __restrict__ x, int64_t cols) {
+  __shared__ float max_partials[32], sum_partials[32];  // one slot per warp, per reduction
+  const T* xr = x + static_cast<int64_t>(blockIdx.x) * cols;  // (cols,) this block's row
+  T* yr = out + static_cast<int64_t>(blockIdx.x) * cols;      // (cols,)
+  const int nvec = static_cast<int>(cols / VEC);              // whole vectors in the row
+
+  // TODO: out[row, :] = softmax(x[row, :]) for a row too long for registers, in two passes
+  // over vectors i = threadIdx.x + k * blockDim.x (i < nvec), loaded with course::vec_t<T, VEC>.
+  //  1. Online pass: keep a running max m (start -inf) and s = sum of exp(x - m) over the
+  //     vectors seen so far. When a vector's max mv exceeds m, first rescale s *= exp(m - mv),
+  //     then m = mv. Add nothing while m is still -inf (every entry so far was -inf).
+  //  2. M = row_max<false>(m, max_partials); each thread's s rescaled by exp(m - M) (0 where
+  //     m is -inf); S = row_sum<false>(that, sum_partials). Every thread must call both.
+  //  3. Second pass: store exp(x - M) / S, shifting by 0 instead of M when the row is fully
+  //     masked (M = -inf), and storing zeros where S == 0.
+}
+
 template <typename T, int VEC, int NV, bool WARP_PER_ROW>
 cudaError_t launch(T* out, const T* x, int64_t rows, int64_t cols, int64_t blocks, int threads,
                    cudaStream_t stream) {
@@ -93,7 +124,8 @@ cudaError_t launch(T* out, const T* x, int64_t rows, int64_t cols, int64_t block
 
 // Choose how to share a row, at launch: rows of up to 1024 elements go to one warp each (8 or 32
 // elements per lane: the register array's size is a compile-time constant, so there is one
-// kernel per size), longer rows to one block each (16 elements per thread, up to 1024 threads).
+// kernel per size), rows of up to 16384 to one block each (16 elements per thread, up to 1024
+// threads), longer rows to the two-pass online kernel (a block of 1024 threads each).
 template <typename T, int VEC>
 cudaError_t dispatch(T* out, const T* x, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (cols <= WARP_MAX_COLS) {
@@ -101,6 +133,10 @@ cudaError_t dispatch(T* out, const T* x, int64_t rows, int64_t cols, cudaStream_
     const int threads = WARPS_PER_BLOCK * course::WARP_SIZE;
     if (cols <= 8 * course::WARP_SIZE) return launch<T, VEC, 8 / VEC, true>(out, x, rows, cols, blocks, threads, stream);
     return launch<T, VEC, 32 / VEC, true>(out, x, rows, cols, blocks, threads, stream);
+  }
+  if (cols > MAX_COLS) {  // too long for registers: read the row twice
+    softmax_online_kernel<T, VEC><<<static_cast<unsigned>(rows), ONLINE_THREADS, 0, stream>>>(out, x, cols);
+    return cudaGetLastError();
   }
   constexpr int NV = BLOCK_ELEMS / VEC;
   const int64_t needed = course::ceil_div<int64_t>(cols / VEC, NV);  // threads with NV vectors each
@@ -111,7 +147,8 @@ cudaError_t dispatch(T* out, const T* x, int64_t rows, int64_t cols, cudaStream_
 template <typename T>
 cudaError_t launch_softmax(T* out, const T* x, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  if (cols > MAX_COLS || rows > INT32_MAX) return cudaErrorInvalidValue;  // 16 elements x 1024 threads; grid.x
+  // int vector indices (with room for the block's stride past the end), grid.x
+  if (cols > (int64_t{1} << 30) || rows > INT32_MAX) return cudaErrorInvalidValue;
   constexpr int VEC = course::vec_size_16B<T>();  // 8 halves or 4 floats: 16 bytes
   // 16-byte loads need every row start 16-byte aligned: cols a multiple of VEC and both base
   // pointers aligned (a tensor slice can start anywhere). Otherwise one element per load.
