@@ -14,17 +14,43 @@ SHAPES = [(1, 1), (1, 2), (2, 1), (2, 3), (3, 127), (1, 4099), (4099, 1), (127, 
 DTYPES = ("fp32", "fp16")
 PERF_SHAPES = {"fp32": (8192, 8192), "fp16": (16384, 8192)}
 
+# Matrices real models transpose, kept small (at most 10 MB moved): a head's keys for 4096
+# positions (4096 x 128) and back, head dims 64 and 256 (Gemma), an MLP activation of 128 tokens
+# by 14336 (Llama 3 8B), 7 tokens by 28672 (Llama 3 70B: odd rows, so fp16 moves single halves),
+# and the logits of 8 tokens over Qwen2's 151936-token vocabulary (one tile row, 2374 tiles).
+REAL_SHAPES = [(4096, 128), (128, 4096), (2048, 64), (1024, 256), (128, 14336), (7, 28672), (8, 151936)]
+
+# Special values: a transpose moves bits, so every bit pattern must arrive unchanged: NaNs with
+# their payloads, +-inf, -0.0, subnormals, the largest finite values. The case's inputs are random
+# bit patterns (0.4% NaN in fp32, 3% NaN or inf in fp16) with each special value spliced in, and
+# the outputs are also compared as integers ("out_bits"): a value compare would let a NaN payload
+# or the sign of a zero change.
+SPECIAL_BITS = {
+    "fp32": [0x7FC00000, 0x7FA00001, 0xFFC12345, 0x7F800001, 0x7F800000, 0xFF800000, 0x80000000, 0x00000000,
+             0x00000001, 0x807FFFFF, 0x7F7FFFFF, 0xFF7FFFFF],
+    "fp16": [0x7E00, 0x7D01, 0xFE3F, 0x7C01, 0x7C00, 0xFC00, 0x8000, 0x0000, 0x0001, 0x83FF, 0x7BFF, 0xFBFF],
+}
+INT_DTYPE = {"fp32": "int32", "fp16": "int16"}
+
+
+def _params(dt, rows, cols, offset=0, special=False):
+    return {"dtype": dt, "rows": rows, "cols": cols, "offset": offset, "special": special}
+
 
 def _cases():
     cases = []
     for dt in DTYPES:
-        cases += [Case(f"{dt} {r} x {c}", {"dtype": dt, "rows": r, "cols": c, "offset": 0}) for r, c in SHAPES]
-        cases.append(Case(f"{dt} 128 x 130 misaligned by 1",
-                          {"dtype": dt, "rows": 128, "cols": 130, "offset": 1}))
-    cases.append(Case("fp16 2047 x 2049 (2-byte words)", {"dtype": "fp16", "rows": 2047, "cols": 2049, "offset": 0}))
+        cases += [Case(f"{dt} {r} x {c}", _params(dt, r, c)) for r, c in SHAPES]
+        cases.append(Case(f"{dt} 128 x 130 misaligned by 1", _params(dt, 128, 130, offset=1)))
+        cases += [Case(f"{dt} {r} x {c} (real model)", _params(dt, r, c)) for r, c in REAL_SHAPES]
+        cases.append(Case(f"{dt} 130 x 66 special values (NaN payloads, inf, -0.0, subnormals)",
+                          _params(dt, 130, 66, special=True)))
+        cases.append(Case(f"{dt} 127 x 129 special values (NaN payloads, inf, -0.0, subnormals)",
+                          _params(dt, 127, 129, special=True)))
+    cases.append(Case("fp16 2047 x 2049 (2-byte words)", _params("fp16", 2047, 2049)))
     for dt in DTYPES:
         r, c = PERF_SHAPES[dt]
-        cases.append(Case(f"{dt} {r} x {c} (past L2)", {"dtype": dt, "rows": r, "cols": c, "offset": 0}, perf=True))
+        cases.append(Case(f"{dt} {r} x {c} (past L2)", _params(dt, r, c), perf=True))
     return cases
 
 
@@ -32,11 +58,28 @@ def _element_size(p):
     return {"fp32": 4, "fp16": 2}[p["dtype"]]
 
 
-def _inputs(p, gen):
+def _int_dtype(p):
     import torch
 
-    x = torch.randn(p["rows"], p["cols"], generator=gen, device="cuda")
-    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    return getattr(torch, INT_DTYPE[p["dtype"]])
+
+
+def _inputs(p, gen, device="cuda"):
+    import torch
+
+    if not p.get("special"):
+        x = torch.randn(p["rows"], p["cols"], generator=gen, device=device)
+        return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    # Random bit patterns of the element's width, viewed as floats: no arithmetic touches them.
+    bits = 8 * _element_size(p)
+    lo, hi = -(1 << (bits - 1)), 1 << (bits - 1)
+    raw = torch.randint(lo, hi, (p["rows"] * p["cols"],), generator=gen, device=device, dtype=torch.int64)
+    special = torch.tensor([b - (1 << bits) if b >= hi else b for b in SPECIAL_BITS[p["dtype"]]],
+                           dtype=torch.int64, device=device)
+    where = torch.randperm(raw.numel(), generator=gen, device=device)[: 4 * special.numel()]
+    raw[where] = special.repeat(4)  # each special value 4 times, at random places
+    x = raw.to(_int_dtype(p)).view(torch_dtype(p["dtype"])).view(p["rows"], p["cols"])
+    return {"input": offset_view(x, p["offset"])}
 
 
 def _outputs(p, inputs):
@@ -45,13 +88,19 @@ def _outputs(p, inputs):
 
 def _call(mod, p, inputs, outputs):
     getattr(mod, f"transpose_{p['dtype']}")(outputs["out"], inputs["input"], p["rows"], p["cols"])
+    if p.get("special"):
+        # The same memory seen as integers, compared exactly: the bits, not the values.
+        outputs["out_bits"] = outputs["out"].view(_int_dtype(p))
 
 
 def _reference(p, inputs):
     import torch
 
     # A fresh fp32 copy (fp16 -> fp32 is exact), never a view that shares the input's memory.
-    return {"out": inputs["input"].t().to(torch.float32, copy=True)}
+    expected = {"out": inputs["input"].t().to(torch.float32, copy=True)}
+    if p.get("special"):
+        expected["out_bits"] = inputs["input"].view(_int_dtype(p)).t().contiguous()
+    return expected
 
 
 def _baseline(p, inputs, outputs):
@@ -59,16 +108,18 @@ def _baseline(p, inputs, outputs):
 
 
 def _tolerance(p):
-    return Tolerance(0.0, 0.0, "exact: a transpose only moves bits, so every element must equal its input "
-                               "element; a missed, duplicated or misplaced element (or any arithmetic) fails")
+    return Tolerance.exact("exact: a transpose only moves bits, so every element must equal its input element "
+                           "(NaN payloads, inf, -0.0 and subnormals included: the special-values cases compare "
+                           "the bits); a missed, duplicated or misplaced element (or any arithmetic) fails")
 
 
 EXERCISES = [
     Exercise(
         id="day04.transpose",
         title="Conflict-free matrix transpose",
-        summary="out[c, r] = in[r, c] for fp32 and fp16, any shape. Go through a shared-memory tile so "
-                "that reads and writes are both coalesced, with no bank conflicts (padding or swizzle).",
+        summary="out[c, r] = in[r, c] for fp32 and fp16, any shape, every bit pattern moved unchanged (NaN "
+                "payloads, inf, -0.0, subnormals). Go through a shared-memory tile so that reads and writes are "
+                "both coalesced, with no bank conflicts (padding or swizzle).",
         entry_points=[
             "cudaError_t transpose_fp32(float* out, const float* inp, int64_t rows, int64_t cols, "
             "cudaStream_t stream)",
