@@ -1,7 +1,8 @@
 """Day 6 exercises: RMSNorm and fused residual-add + RMSNorm (fp16 / bf16), the row read once."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
+from ..spec import UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
+from ._rounding import FLUSH32, FP16_SUBNORMAL, PerOutput, round_up
 
 EPS = 1e-6
 # (rows, hidden): tails 1/2/3/127/128/129, hidden sizes that are not a multiple of the 8-element
@@ -12,58 +13,105 @@ SHAPES = [(1, 1), (2, 2), (3, 3), (2, 8), (19, 127), (99, 128), (989, 129), (989
           (1, 1024), (99, 1032), (19, 2056), (99, 3072), (19, 4096), (989, 4096), (19, 8192),
           (1, 16384), (3, 16383)]
 # Misaligned base pointers (a tensor slice can start anywhere): everything, or only the weight.
-MISALIGNED = [(33, 1024, 1, 1), (19, 16384, 1, 1), (7, 4096, 0, 1)]
+MISALIGNED = [(33, 1024, 1, 1), (19, 16384, 1, 1), (7, 4096, 0, 1), (3, 5120, 1, 1)]
+# The hidden sizes of current open models not already above, a few rows each: Llama 3.2 1B 2048,
+# Qwen2 7B 3584, Qwen2.5 14B / Mistral Nemo 5120, and 12288. With 4096 (Llama 3 8B), 8192 (Llama
+# 3 70B) and 16384 (Llama 3.1 405B) above, the sizes from 2048 to 16384; each takes 2-8 vectors
+# per thread (more than one pass of the block over the row) and blocks of 160-256 threads.
+REAL_HIDDEN = [(7, 2048), (5, 3584), (3, 5120), (2, 12288)]
+# (label, rows, hidden, magnitude): rows where the math still defines the answer. "zero_rows":
+# every third row all zeros (padding tokens: mean(x^2) = 0, and the output is 0 only with eps
+# inside the root); "1e-3": entries ~1e-3, mean(x^2) ~ eps, where eps inside or outside the root
+# (or none) differ by 10-40%; "1e-4": mean(x^2) << eps, the output ~1000 x the row; "large":
+# entries of thousands (fp16: up to 3e4; bf16 ~1e12), whose squares only fp32 holds; "offset":
+# rows with mean 2 (a LayerNorm would subtract it: RMSNorm does not).
+MAGNITUDES = [("zero rows (padding)", 12, 4096, "zero_rows"), ("entries ~1e-3", 7, 4096, "1e-3"),
+              ("entries ~1e-4", 7, 4096, "1e-4"), ("large entries", 7, 4096, "large"),
+              ("rows with mean 2", 7, 4096, "offset")]
 DTYPES = ("fp16", "bf16")
+
+
+def _params(dt, rows, hidden, offset=0, weight_offset=0, magnitude="normal"):
+    return {"dtype": dt, "rows": rows, "hidden": hidden, "eps": EPS, "offset": offset,
+            "weight_offset": weight_offset, "magnitude": magnitude}
 
 
 def _cases(perf_shapes):
     cases = []
     for dt in DTYPES:
-        cases += [Case(f"{dt} rows={r} hidden={h}",
-                       {"dtype": dt, "rows": r, "hidden": h, "eps": EPS, "offset": 0, "weight_offset": 0})
-                  for r, h in SHAPES]
+        cases += [Case(f"{dt} rows={r} hidden={h}", _params(dt, r, h)) for r, h in SHAPES]
         cases += [Case(f"{dt} rows={r} hidden={h} misaligned by 1 ({'all pointers' if o else 'weight only'})",
-                       {"dtype": dt, "rows": r, "hidden": h, "eps": EPS, "offset": o, "weight_offset": wo})
-                  for r, h, o, wo in MISALIGNED]
-    cases += [Case(f"{dt} rows={r} hidden={h} (past L2)",
-                   {"dtype": dt, "rows": r, "hidden": h, "eps": EPS, "offset": 0, "weight_offset": 0}, perf=True)
+                       _params(dt, r, h, o, wo)) for r, h, o, wo in MISALIGNED]
+        cases += [Case(f"{dt} rows={r} hidden={h} (real model)", _params(dt, r, h)) for r, h in REAL_HIDDEN]
+        cases += [Case(f"{dt} rows={r} hidden={h} {label}", _params(dt, r, h, magnitude=m))
+                  for label, r, h, m in MAGNITUDES]
+    cases += [Case(f"{dt} rows={r} hidden={h} (past L2)", _params(dt, r, h), perf=True)
               for dt in DTYPES for r, h in perf_shapes]
     return cases
 
 
-def _weight(p, gen):
+def _weight(p, gen, device="cuda"):
     import torch
 
     # Around 1 like a trained norm weight, with spread (some near 0, some near 2.5).
-    w = 1.0 + 0.5 * torch.randn(p["hidden"], generator=gen, device="cuda")
+    w = 1.0 + 0.5 * torch.randn(p["hidden"], generator=gen, device=device)
     return offset_view(w.to(torch_dtype(p["dtype"])), p["weight_offset"])
 
 
+def _shaped(x, p, normal_scale):
+    """A case's row values from randn `x`, at its magnitude (see MAGNITUDES)."""
+    magnitude = p.get("magnitude", "normal")
+    if magnitude == "1e-3":
+        return x * 1e-3
+    if magnitude == "1e-4":
+        return x * 1e-4
+    if magnitude == "large":
+        if p["dtype"] == "fp16":  # thousands, at most 3e4: x + r of the fused kernel stays < 65504
+            return (x * 8000.0).clamp(-30000.0, 30000.0)
+        return x * 1e12  # squares ~1e24: the fp32 sum of 16384 of them is still finite
+    if magnitude == "offset":
+        return x + 2.0
+    x = x * normal_scale
+    if magnitude == "zero_rows":
+        x[::3] = 0.0
+    return x
+
+
 def _rms_normalize(h, w, eps):
-    """fp32 RMSNorm of fp32 rows: h * rsqrt(mean(h^2) + eps) * w."""
+    """RMSNorm of rows, in their own precision (fp64 for the references): h * rsqrt(mean(h^2) + eps) * w."""
     import torch
 
     return h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps) * w
 
 
-def _tolerance(p):
+# The fp32 result before its one rounding: the sum of squares adds <= 64 positive terms per
+# thread (the launcher's <= 8 vectors of 8) and 10 butterfly steps, <= 75 ulp relative, halved by
+# the root; the division by hidden, + eps, rsqrtf (<= 2 ulp) and two multiplies add ~6 ulp: ~44
+# ulp in all. 2^-16 (256 ulp) covers it with room to spare.
+FP32_NORM = 2.0 ** -16
+
+
+def _close(p):
+    u = UNIT_ROUNDOFF[p["dtype"]]
     if p["dtype"] == "fp16":
-        # fp16 rounds at 2^-11 = 4.9e-4 relative: 1e-3 passes an fp32 computation rounded once
-        # (and the fused kernel's rounding of x + r before the norm) but rejects a sum of squares
-        # accumulated in fp16 (it loses whole digits by hidden 4096 and overflows past 65504).
-        return Tolerance(1e-3, 1e-3, "fp16 output: one rounding of an fp32 result (2^-11) plus slack; "
-                                     "outputs are O(1), so zeros or an fp16 sum of squares fail")
-    return Tolerance(8e-3, 8e-3, "bf16 output: one rounding of an fp32 result (2^-8 = 3.9e-3) plus slack; "
-                                 "outputs are O(1), so zeros or a bf16 sum of squares fail")
+        return Tolerance(round_up(u + FP32_NORM), FP16_SUBNORMAL,
+                         "fp16 output: the fp32 result (<= 2^-16 relative: sums of squares with <= 74 additions "
+                         "per term, rsqrtf) rounded once: 2^-11 relative, 2^-25 absolute for subnormals. Rejects a "
+                         "second rounding (the normalized row rounded to fp16 before the weight multiply, as HF "
+                         "Transformers does), a sum of squares in fp16, and zeros")
+    return Tolerance(round_up(u + FP32_NORM), FLUSH32,
+                     "bf16 output: the fp32 result (<= 2^-16 relative: sums of squares with <= 74 additions per "
+                     "term, rsqrtf) rounded once: 2^-8 relative. Rejects a second rounding (the normalized row "
+                     "rounded to bf16 before the weight multiply), a sum of squares in bf16, and zeros")
 
 
 # ------------------------------------------------------------------------ rmsnorm
-def _rms_inputs(p, gen):
+def _rms_inputs(p, gen, device="cuda"):
     import torch
 
     # Scale 3: a sum of squares kept in fp16 would overflow (> 65504) from hidden ~7300 on.
-    x = 3.0 * torch.randn(p["rows"], p["hidden"], generator=gen, device="cuda")
-    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"]), "weight": _weight(p, gen)}
+    x = _shaped(torch.randn(p["rows"], p["hidden"], generator=gen, device=device), p, 3.0)
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"]), "weight": _weight(p, gen, device)}
 
 
 def _rms_outputs(p, inputs):
@@ -76,8 +124,8 @@ def _rms_call(mod, p, inputs, outputs):
 
 
 def _rms_reference(p, inputs):
-    # fp32 from the same fp16/bf16 inputs, rounded nowhere.
-    return {"out": _rms_normalize(inputs["input"].float(), inputs["weight"].float(), p["eps"])}
+    # fp64 from the same fp16/bf16 inputs, rounded nowhere.
+    return {"out": _rms_normalize(inputs["input"].double(), inputs["weight"].double(), p["eps"])}
 
 
 def _rms_baseline(p, inputs, outputs):
@@ -87,14 +135,14 @@ def _rms_baseline(p, inputs, outputs):
 
 
 # ---------------------------------------------------------------- fused_add_rmsnorm
-def _fused_inputs(p, gen):
+def _fused_inputs(p, gen, device="cuda"):
     import torch
 
     dt = torch_dtype(p["dtype"])
-    x = torch.randn(p["rows"], p["hidden"], generator=gen, device="cuda")        # a layer's output
-    r = 2.0 * torch.randn(p["rows"], p["hidden"], generator=gen, device="cuda")  # the residual stream
+    x = _shaped(torch.randn(p["rows"], p["hidden"], generator=gen, device=device), p, 1.0)  # a layer's output
+    r = _shaped(torch.randn(p["rows"], p["hidden"], generator=gen, device=device), p, 2.0)  # the residual stream
     return {"input": offset_view(x.to(dt), p["offset"]), "residual": offset_view(r.to(dt), p["offset"]),
-            "weight": _weight(p, gen)}
+            "weight": _weight(p, gen, device)}
 
 
 def _fused_call(mod, p, inputs, outputs):
@@ -104,9 +152,18 @@ def _fused_call(mod, p, inputs, outputs):
 
 def _fused_reference(p, inputs):
     # h = x + r in fp32, rounded to the storage dtype: that is the new residual, and the norm is
-    # taken of exactly that stored value (as rms_norm(residual) after an eager add would be).
-    h = (inputs["input"].float() + inputs["residual"].float()).to(torch_dtype(p["dtype"])).float()
-    return {"input": _rms_normalize(h, inputs["weight"].float(), p["eps"]), "residual": h}
+    # taken of exactly that stored value (as rms_norm(residual) after an eager add would be), in fp64.
+    h = (inputs["input"].float() + inputs["residual"].float()).to(torch_dtype(p["dtype"]))
+    return {"input": _rms_normalize(h.double(), inputs["weight"].double(), p["eps"]), "residual": h.float()}
+
+
+def _fused_tolerance(p):
+    # The new residual is one rounding of x + r, and x + r of two fp16/bf16 values is exact in
+    # fp32 whenever the rounding can depend on it: exactly one value is right.
+    return PerOutput(
+        input=_close(p),
+        residual=Tolerance.exact("the new residual, x + r rounded once to fp16/bf16 (x + r of two such values "
+                                 "is exact in fp32 wherever it decides the rounding): one right answer"))
 
 
 def _fused_baseline(p, inputs, outputs):
@@ -121,7 +178,7 @@ EXERCISES = [
     Exercise(
         id="day06.rmsnorm",
         title="RMSNorm, the row read once",
-        summary="out = x * rsqrt(mean(x^2) + eps) * weight per row, fp16 and bf16, fp32 arithmetic. "
+        summary="out = x * rsqrt(mean(x^2) + eps) * weight per row, fp16 and bf16, in fp32 rounded once. "
                 "One block per row keeps the row in registers: 16-byte loads, a block reduction "
                 "(course::block_reduce_sum), any hidden size up to 16384, aligned or not.",
         entry_points=[
@@ -135,7 +192,7 @@ EXERCISES = [
         make_outputs=_rms_outputs,
         call=_rms_call,
         reference=_rms_reference,
-        tolerance=_tolerance,
+        tolerance=_close,
         # Read the row and write the output once; the weight once (every row reuses it from cache).
         bytes_moved=lambda p: 2 * (2 * p["rows"] * p["hidden"] + p["hidden"]),
         baseline=_rms_baseline,
@@ -153,8 +210,9 @@ EXERCISES = [
     Exercise(
         id="day06.fused_add_rmsnorm",
         title="Fused residual add + RMSNorm, in place",
-        summary="residual = input + residual (rounded to fp16/bf16), then input = rmsnorm(residual) * weight, "
-                "both in place, in one kernel that reads each row of input and residual once.",
+        summary="residual = input + residual (rounded to fp16/bf16), then input = rmsnorm(residual) * weight of "
+                "that rounded residual, in fp32 rounded once, both in place, in one kernel that reads each row "
+                "of input and residual once.",
         entry_points=[
             "cudaError_t fused_add_rmsnorm_fp16(__half* input, __half* residual, const __half* weight, "
             "int64_t rows, int64_t hidden, float eps, cudaStream_t stream)",
@@ -166,7 +224,7 @@ EXERCISES = [
         make_outputs=lambda p, inputs: {},
         call=_fused_call,
         reference=_fused_reference,
-        tolerance=_tolerance,
+        tolerance=_fused_tolerance,
         # Read input and residual, write both back; the weight once.
         bytes_moved=lambda p: 2 * (4 * p["rows"] * p["hidden"] + p["hidden"]),
         baseline=_fused_baseline,
