@@ -299,10 +299,11 @@ def _load_time(obj: Object, names: dict[str, str]) -> list[Finding]:
                         and REGISTRATION.match(fn.name) and fn.shndx != 0 and not registration:
                     registration.append(fn)
                     continue
-                readable = names.get(fname, fname)
                 when = "at unload" if re.search(r"fini|dtors", s.name) or s.type == SHT_FINI_ARRAY else "at load"
-                what = "a global object's constructor" if fname.startswith("_GLOBAL__sub_I") else "runs"
-                found.append(Finding(readable, f"{what} {when}, from {s.name}"))
+                if fname.startswith("_GLOBAL__sub_I"):  # what g++ names the dynamic initialisation of globals
+                    found.append(Finding("a global object's constructor", f"runs {when}, from {s.name}"))
+                else:
+                    found.append(Finding(_short(names.get(fname, fname)), f"runs {when}, from {s.name}"))
             if len(rels) < entries:
                 found.append(Finding(s.name, f"{entries - len(rels)} entries of {s.name} point at fixed addresses"))
         elif s.name in (".init", ".fini"):
@@ -349,7 +350,7 @@ def _syscalls(path: str) -> list[Finding]:
         words = set(re.split(r"[\s,]+", re.sub(r"<[^>]*>|#.*", "", m.group(1)).strip()))
         hit = words & SYSCALL_MNEMONICS or ({"int", "$0x80"} <= words and {"int $0x80"})
         if hit:
-            found.append(Finding(f"{min(hit)} in {function}", "raw system call instruction"))
+            found.append(Finding(f"{min(hit)} in {_short(function)}", "raw system call instruction"))
     return found
 
 
@@ -359,14 +360,32 @@ def inspect(path: str | Path) -> LinkReport:
     undefined = obj.undefined
     funcs = [s.name for s in obj.symbols if s.type in (STT_FUNC, STT_GNU_IFUNC) and s.name]
     names = _demangle(sorted(set(undefined + funcs)))
-    calls = [Finding(names.get(u, u), kind) for u in undefined if (kind := kind_of(u))]
+    calls = [Finding(_short(names.get(u, u)), kind) for u in undefined if (kind := kind_of(u))]
     return LinkReport(str(path), undefined, calls, _load_time(obj, names), _syscalls(str(path)))
 
 
-def summary(findings: list[Finding], limit: int = 6) -> str:
-    """'fopen (opens, reads or writes files), getenv (reads ...)': at most `limit`, grouped by kind."""
+def _short(name: str) -> str:
+    """A readable name: no parameter list, template arguments folded ('std::basic_string<...>::_M_append')."""
+    from .sass import _without_signature
+
+    name = _without_signature(name)
+    while True:
+        folded = re.sub(r"<[^<>]*>", "\0", name)
+        if folded == name:
+            return name.replace("\0", "<...>")
+        name = folded
+
+
+def summary(findings: list[Finding], limit: int = 5) -> str:
+    """'getenv (reads the environment); fopen, fputs (opens, reads or writes files)': grouped by
+    kind, the worst kinds first, at most `limit` names each."""
+    rank = {kind: i for i, (kind, _) in enumerate(LIBRARY_KINDS)}
     by_kind: dict[str, list[str]] = {}
     for f in findings:
         by_kind.setdefault(f.why, []).append(f.what)
-    parts = [f"{', '.join(sorted(set(whats))[:limit])} ({why})" for why, whats in by_kind.items()]
+    parts = []
+    for why in sorted(by_kind, key=lambda k: rank.get(k, len(rank))):
+        whats = sorted(set(by_kind[why]))
+        more = f" and {len(whats) - limit} more" if len(whats) > limit else ""
+        parts.append(f"{', '.join(whats[:limit])}{more} ({why})")
     return "; ".join(parts)
