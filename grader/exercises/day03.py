@@ -103,7 +103,7 @@ REDUCE_DATA = [("softmax numerators", 3, 32000, "positive", 1.0), ("softmax nume
                ("log-probabilities", 2, 128256, "negative", 1.0), ("log-probabilities", 99, 1000, "negative", 1.0),
                ("zero rows (padding)", 12, 4096, "zero_rows", 1.0),
                ("entries ~1e-30", 7, 4096, "uniform", 1e-30), ("entries ~1e30", 7, 4096, "uniform", 1e30)]
-DATA_BOUND = {"uniform": 1.0, "positive": 1.0, "negative": 30.0, "zero_rows": 1.0}  # |entry| <= bound * scale
+DATA_BOUND = {"uniform": 1.0, "positive": 1.0, "negative": 31.0, "zero_rows": 1.0}  # |entry| <= bound * scale
 
 
 def _reduce_params(rows, cols, offset=0, data="uniform", scale=1.0):
@@ -127,7 +127,7 @@ def _reduce_inputs(p, gen, device="cuda"):
     if data in ("uniform", "zero_rows"):
         x = x * 2 - 1  # in [-1, 1)
     elif data == "negative":
-        x = -DATA_BOUND["negative"] * x - 1e-3  # log-probabilities: in (-30, 0), every entry negative
+        x = -30.0 * x - 1e-3  # log-probabilities: in (-30.001, -0.001], every entry negative
     if data == "zero_rows":
         zero_padding_rows(x)
     x = x * p.get("scale", 1.0)
