@@ -228,7 +228,7 @@ def self_test(out: str | Path) -> int:
     report["prepare_s"] = time.perf_counter() - t_build
     log(f"{len(prepared)} mutants checked statically and built in {report['prepare_s']:.0f} s")
     name = "grader GPU tests (mutants, crash, hang, sanitizer)"
-    xdist = ["-n", "6"] if _has_module("xdist") else []
+    xdist = ["-n", str(max(6, (os.cpu_count() or 12) // 2))] if _has_module("xdist") else []
     junit = Path(tempfile.mkdtemp(prefix="junit-")) / "gpu-tests.xml"
     with cf.ThreadPoolExecutor(max_workers=1) as pool:
         seeds = pool.submit(many_seeds, log)
