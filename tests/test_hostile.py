@@ -1,0 +1,356 @@
+"""Hostile submissions: refused before anything runs, in a single check and in class grading;
+and the sandbox the grading processes run in, tested for real where bubblewrap works here.
+
+tests/hostile/NAME.cu is the day02.silu_and_mul solution plus one attack (its header says
+which), spelled so that the source patterns (check/static.py's DENY) do not see it. Each
+targets /tmp/course-hostile-canary-NAME (or a listener on 127.0.0.1:47321), so a test can
+tell whether it ran. None of this needs a GPU; on a GPU the same tests also prove that the
+honest submission still runs in the sandbox.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader import toolchain
+from grader.build import build, symbols
+from grader.check import check, sandbox
+from grader.check.supervise import isolate
+from grader.classroom import grade_class
+
+HOSTILE = sorted((toolchain.ROOT / "tests" / "hostile").glob("*.cu"))
+EXERCISE = "day02.silu_and_mul"
+CANARY = "/tmp/course-hostile-canary-"
+PORT = 47321
+# The rows the link checks add: each hostile file must be caught by one of them (the source
+# patterns miss every one of these spellings; that is the point of the corpus).
+LINK_ROWS = ("no code at load time", "no system calls", "links only to allowed functions")
+# What the reason must name, per file.
+EXPECT = {
+    "asm_label": ["fopen", "files"],
+    "dlsym": ["dlsym", "loads code"],
+    "environment": ["getenv", "environ", "environment"],
+    "fork_exec": ["posix_spawn", "vfork", "execve", "processes"],
+    "global_object": ["loaded", "global object"],
+    "ifunc_resolver": ["loaded", "ifunc"],
+    "init_array_pointer": ["loaded", ".init_array"],
+    "inline_syscall": ["system call", "syscall"],
+    "load_time_constructor": ["loaded", "at_load"],
+    "network": ["socket", "connect", "network"],
+    "overwrite_gradebook": ["basic_filebuf", "files"],
+    "read_other_student": ["fopen", "files"],
+    "write_outside_scratch": ["fopen", "files"],
+}
+
+
+def test_the_corpus_is_complete():
+    assert {p.stem for p in HOSTILE} == set(EXPECT)
+    for p in HOSTILE:
+        text = p.read_text()
+        assert text.startswith("// HOSTILE: "), p.name
+        assert f"{CANARY}{p.stem}" in text or p.stem == "network", p.name  # network: a listener instead
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1:PORT that counts the connections it gets."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind(("127.0.0.1", PORT))
+            self.sock.listen(8)
+            self.sock.setblocking(False)
+            self.bound = True
+        except OSError:
+            self.bound = False
+
+    def connections(self) -> int:
+        n = 0
+        while self.bound:
+            try:
+                conn, _ = self.sock.accept()
+                conn.close()
+                n += 1
+            except BlockingIOError:
+                return n
+        return n
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture()
+def listener():
+    lst = Listener()
+    yield lst
+    lst.close()
+
+
+def _clear_canaries():
+    for name in EXPECT:
+        Path(CANARY + name).unlink(missing_ok=True)
+
+
+def _untouched_canaries():
+    return [name for name in EXPECT if os.path.exists(CANARY + name)] == []
+
+
+@pytest.mark.parametrize("path", HOSTILE, ids=lambda p: p.stem)
+def test_a_hostile_submission_is_refused_before_it_runs(path, listener):
+    Path(CANARY + path.stem).unlink(missing_ok=True)
+    result = check(EXERCISE, source=path, perf=False, seeds=1, quiet=True)
+    assert not result.ok, str(result)
+    first = result.failures[0]
+    assert first.group in ("source", "build") and first.name in LINK_ROWS, str(result)
+    reason = result.first_failure()
+    for word in EXPECT[path.stem]:
+        assert word in reason or any(word in f.detail for f in result.failures), (word, str(result))
+    assert not any(i.group in ("correctness", "work", "performance") and i.status == "pass" for i in result.items)
+    assert not os.path.exists(CANARY + path.stem), "the attack ran"
+    assert listener.connections() == 0
+
+
+def test_every_solution_and_kernel_version_passes_the_link_checks():
+    """The allow-list is built from what the course's own host code needs: all of it passes."""
+    from grader.build import compile_cubin
+
+    files = sorted(toolchain.SOLUTIONS.glob("day*/*.cu")) + sorted(toolchain.KERNELS.glob("day*/*.cu"))
+    for f in files:
+        found = symbols.inspect(compile_cubin(f, host_object=True).host_object)
+        assert found.ok, (f, symbols.summary(found.calls + found.load_time + found.syscalls))
+
+
+@pytest.mark.parametrize("symbol, kind", [
+    ("cudaMemcpyAsync", "copies"), ("cudaMemsetAsync", "copies"), ("cudaMalloc", "allocates"),
+    ("cudaMallocAsync", "allocates"), ("cudaStreamCreateWithFlags", "streams"), ("cudaGraphLaunch", "graphs"),
+    ("cudaEventRecord", "events"), ("cuLaunchKernel", "driver"), ("cublasSgemm_v2", "library"),
+    ("fopen64", "files"), ("open", "files"), ("socket", "network"), ("fork", "processes"),
+    ("getenv", "environment"), ("dlopen", "loads code"), ("syscall", "system call"), ("pthread_create", "threads"),
+    ("_ZN2at6Tensor5emptyEv", "PyTorch"), ("__cxa_atexit", "exit"), ("strcpy", "not a function"),
+])
+def test_the_allow_list_refuses_what_a_launcher_does_not_need(symbol, kind):
+    assert kind in symbols.kind_of(symbol)
+
+
+@pytest.mark.parametrize("symbol", ["cudaLaunchKernel", "cudaGetLastError", "cudaFuncSetAttribute",
+                                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaGetDeviceProperties_v2",
+                                    "__cudaPushCallConfiguration", "__cudaRegisterFunction", "expf", "sqrt",
+                                    "memcpy", "__stack_chk_fail", "printf", "_Znwm", "cudaStreamIsCapturing"])
+def test_the_allow_list_keeps_what_a_launcher_needs(symbol):
+    assert symbols.kind_of(symbol) is None
+
+
+def test_building_does_not_load_the_module():
+    """build(load=False), as grading builds, runs none of the module's code (here: a constructor
+    that the link checks would refuse; built directly to prove the build alone runs nothing)."""
+    source = (toolchain.ROOT / "tests" / "hostile" / "load_time_constructor.cu")
+    Path(CANARY + "load_time_constructor").unlink(missing_ok=True)
+    built = build([source], name="hostile_build_only", quiet=True, load=False)
+    assert built.module is None and (built.directory / f"{built.name}.so").exists()
+    assert not os.path.exists(CANARY + "load_time_constructor")
+    again = build([source], name="hostile_build_only", quiet=True, load=False)
+    assert again.cached and again.module is None
+    assert not os.path.exists(CANARY + "load_time_constructor")
+
+
+# ------------------------------------------------------------------ class grading
+def test_class_grading_refuses_every_hostile_submission_and_keeps_the_gradebook(tmp_path, listener):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "honest" / "day02").mkdir(parents=True)
+    shutil.copy(toolchain.SOLUTIONS / "day02" / "silu_and_mul.cu", subs / "honest" / "day02" / "silu_and_mul.cu")
+    assert grade_class(subs, out, only=[EXERCISE], jobs=4, echo=lambda s: None) == 0
+    honest = out / "results" / "honest" / f"{EXERCISE}.json"
+    before = honest.read_bytes()
+    honest_row = next(r for r in json.loads((out / "gradebook.json").read_text()) if r["student"] == "honest")
+    assert honest_row["score"] > 0
+
+    for path in HOSTILE:
+        (subs / path.stem / "day02").mkdir(parents=True)
+        shutil.copy(path, subs / path.stem / "day02" / "silu_and_mul.cu")
+    _clear_canaries()
+    outside_before = sorted(p for p in tmp_path.rglob("*") if out not in p.parents and p != out)
+    lines = []
+    assert grade_class(subs, out, only=[EXERCISE], jobs=4, echo=lines.append) == 0
+    assert f"{len(HOSTILE)} to grade" in lines[0]
+    assert lines[1].startswith("sandbox: ") and (("NOT available" in lines[1]) == (sandbox.available() is not None))
+    rows = {r["student"]: r for r in json.loads((out / "gradebook.json").read_text())}
+    for path in HOSTILE:
+        row = rows[path.stem]
+        assert row["score"] == 0 and row["verdict"] == "fail", row
+        assert any(name in row["failure"] for name in LINK_ROWS), row
+        assert EXPECT[path.stem][0] in row["failure"] or EXPECT[path.stem][0] in json.dumps(
+            json.loads((out / "results" / path.stem / f"{EXERCISE}.json").read_text())["items"]), row
+    assert honest.read_bytes() == before, "another student's results changed"
+    assert rows["honest"] == honest_row
+    assert _untouched_canaries() and listener.connections() == 0
+    outside_after = sorted(p for p in tmp_path.rglob("*") if out not in p.parents and p != out)
+    assert outside_after == outside_before, "something was written outside the output folder"
+
+
+# ------------------------------------------------------------------ the sandbox itself
+needs_sandbox = pytest.mark.skipif(sandbox.available() is not None,
+                                   reason=f"no sandbox here: {sandbox.available()}")
+
+SNIPPET = textwrap.dedent("""
+    import json, os, socket, sys
+    outside, hidden, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    report = {}
+    def attempt(name, fn):
+        try:
+            fn()
+            report[name] = "allowed"
+        except OSError as e:
+            report[name] = f"blocked: {e.strerror}"
+    def write(path):
+        with open(path, "w") as f:
+            f.write("sandboxed code was here")
+    attempt("write scratch", lambda: write("in-scratch.txt"))
+    attempt("write outside", lambda: write(outside))
+    attempt("write course", lambda: write(os.path.join(sys.argv[4], "sandbox-was-here.txt")))
+    attempt("read hidden", lambda: open(os.path.join(hidden, "secret.txt")).read())
+    report["hidden listing"] = sorted(os.listdir(hidden)) if os.path.isdir(hidden) else None
+    attempt("write hidden", lambda: write(os.path.join(hidden, "planted.txt")))
+    def connect():
+        s = socket.create_connection(("127.0.0.1", port), timeout=3)
+        s.sendall(b"hello")
+    attempt("connect", connect)
+    report["cwd"], report["home"] = os.getcwd(), os.environ.get("HOME")
+    report["secret env"] = os.environ.get("GRADER_SECRET_SEED")
+    print(json.dumps(report))
+""")
+
+
+@pytest.fixture()
+def places():
+    """A scratch folder, a hidden folder with a secret and a file that must not change: outside
+    /tmp (the sandbox's /tmp is a fresh one anyway), in a folder of the user's home."""
+    base = Path(tempfile.mkdtemp(prefix=".course-sandbox-test-", dir=Path.home()))
+    scratch, hidden = base / "scratch", base / "hidden"
+    scratch.mkdir()
+    hidden.mkdir()
+    (hidden / "secret.txt").write_text("the gradebook")
+    outside = base / "outside.txt"
+    outside.write_text("unchanged")
+    yield scratch, hidden, outside
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_sandbox
+def test_sandbox_blocks_writes_hidden_files_and_the_network(places, listener):
+    scratch, hidden, outside = places
+    argv = sandbox.wrap([sys.executable, "-c", SNIPPET, str(outside), str(hidden), str(PORT), str(toolchain.ROOT)],
+                        scratch, hidden=[hidden])
+    env = sandbox.environment(dict(os.environ, GRADER_SECRET_SEED="1234"))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["write scratch"] == "allowed" and (scratch / "in-scratch.txt").exists()
+    assert report["write outside"].startswith("blocked") and outside.read_text() == "unchanged"
+    assert report["write course"].startswith("blocked") and not (toolchain.ROOT / "sandbox-was-here.txt").exists()
+    assert report["read hidden"].startswith("blocked") and report["hidden listing"] == []
+    assert report["write hidden"].startswith("blocked") and sorted(p.name for p in hidden.iterdir()) == ["secret.txt"]
+    assert report["connect"].startswith("blocked") and listener.connections() == 0
+    assert report["cwd"] == str(scratch.resolve()) and report["home"] == str(scratch.resolve())
+    assert report["secret env"] is None
+
+
+PROBE = r"""
+#include "course/common.cuh"
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cerrno>
+#include <dirent.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+
+// Built directly (not through the checks, which refuse it): a load-time constructor that tries
+// what the hostile corpus tries, and notes each outcome in probe.log in its working directory.
+static void note(FILE* log, const char* what, bool done) { fprintf(log, "%s %s\n", what, done ? "DONE" : "failed"); }
+
+__attribute__((constructor)) static void probe() {
+  FILE* log = fopen("probe.log", "w");
+  if (!log) return;
+  const char* outside = getenv("COURSE_PROBE_OUTSIDE");   // a file outside the scratch folder
+  const char* hidden = getenv("COURSE_PROBE_HIDDEN");     // a hidden folder (a gradebook's)
+  if (FILE* f = outside ? fopen(outside, "w") : nullptr) { fputs("overwritten", f); fclose(f); note(log, "write-outside", true); }
+  else note(log, "write-outside", false);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/secret.txt", hidden ? hidden : "/nonexistent");
+  FILE* s = fopen(path, "r");
+  note(log, "read-hidden", s != nullptr);
+  if (s) fclose(s);
+  snprintf(path, sizeof path, "%s/planted.txt", hidden ? hidden : "/nonexistent");
+  FILE* p = fopen(path, "w");
+  note(log, "write-hidden", p != nullptr);
+  if (p) fclose(p);
+  int sock = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to;
+  memset(&to, 0, sizeof to);
+  to.sin_family = AF_INET;
+  to.sin_port = htons(atoi(getenv("COURSE_PROBE_PORT") ? getenv("COURSE_PROBE_PORT") : "0"));
+  to.sin_addr.s_addr = htonl(0x7f000001);
+  note(log, "connect", sock >= 0 && connect(sock, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  char sh[] = "/bin/sh", c[] = "-c", cmd[8192];
+  snprintf(cmd, sizeof cmd, "echo spawned > '%s'", outside ? outside : "/nonexistent");
+  char* argv[] = {sh, c, cmd, nullptr};
+  pid_t pid;
+  int status = 0;
+  bool spawned = posix_spawn(&pid, sh, nullptr, nullptr, argv, nullptr) == 0 && waitpid(pid, &status, 0) == pid;
+  note(log, "spawn-writes-outside", spawned && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  note(log, "ran", true);
+  fclose(log);
+}
+
+__global__ void probe_kernel(float* x) { x[0] = 1.0f; }
+COURSE_EXPORT cudaError_t probe_call(float* x, cudaStream_t stream) {
+  probe_kernel<<<1, 1, 0, stream>>>(x);
+  return cudaGetLastError();
+}
+"""
+
+
+@needs_sandbox
+def test_sandbox_contains_hostile_code_the_worker_loads(tmp_path, places, listener):
+    """The grading process's own setup (supervise.isolate, as run_worker uses it) around a module
+    whose constructor attacks: it runs, and every attempt is blocked or lands nowhere."""
+    scratch, hidden, outside = places
+    src = tmp_path / "probe.cu"
+    src.write_text(PROBE)
+    built = build([src], name="hostile_probe", quiet=True, load=False)
+    loader = f"from grader.build import load_built; load_built({str(built.directory)!r}, {built.name!r})"
+    env = toolchain.subprocess_env(COURSE_PROBE_OUTSIDE=str(outside), COURSE_PROBE_HIDDEN=str(hidden),
+                                   COURSE_PROBE_PORT=str(PORT))
+    argv, env = isolate([sys.executable, "-c", loader], env, str(scratch), readable=[str(built.directory)],
+                        hide=[str(hidden)])
+    assert argv[0] == sandbox.bwrap_path()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, cwd=scratch)
+    log = dict(line.split() for line in (scratch / "probe.log").read_text().splitlines())
+    assert log["ran"] == "DONE", (proc.stdout, proc.stderr)
+    assert log["write-outside"] == "failed" and log["write-hidden"] == "failed" and log["read-hidden"] == "failed"
+    assert log["connect"] == "failed" and listener.connections() == 0
+    assert log["spawn-writes-outside"] == "failed"  # a shell starts, but cannot write outside either
+    assert outside.read_text() == "unchanged" and sorted(p.name for p in hidden.iterdir()) == ["secret.txt"]
+
+
+def test_the_sandbox_says_why_it_is_not_available(monkeypatch):
+    monkeypatch.setenv("COURSE_SANDBOX", "off")
+    sandbox._probe.cache_clear()
+    try:
+        assert "COURSE_SANDBOX=off" in sandbox.available()
+        assert sandbox.banner().startswith("sandbox: NOT available here (turned off by COURSE_SANDBOX=off)")
+        argv, env = isolate(["true"], {"A": "1"}, "/tmp")
+        assert argv == ["true"] and env == {"A": "1"}
+    finally:
+        monkeypatch.delenv("COURSE_SANDBOX")
+        sandbox._probe.cache_clear()
