@@ -2,8 +2,8 @@
 grading process (worker), comparisons, the result, and `check()` itself."""
 from .pipeline import check, default_source, prepare, run, seed_list
 from .result import Item, Result
-from .static import sass_checks, static_checks
+from .static import link_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions
 
 __all__ = ["Item", "Prepared", "Result", "RunOptions", "check", "default_source", "prepare", "run",
-           "sass_checks", "seed_list", "static_checks"]
+           "link_checks", "sass_checks", "seed_list", "static_checks"]
