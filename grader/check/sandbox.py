@@ -58,7 +58,12 @@ def _base_flags() -> list[str]:
     flags += ["--proc", "/proc", "--tmpfs", "/tmp",
               "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
               "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    return flags
+    return flags + _user_namespace
+
+
+# Run as root without the capability to make namespaces (in many containers), bwrap can still
+# make them inside a user namespace of its own; the probe finds out (a user does so anyway).
+_user_namespace: list[str] = []
 
 
 _disabled: list[str] = []
@@ -85,15 +90,20 @@ def _probe() -> str | None:
         where = f"COURSE_BWRAP={os.environ['COURSE_BWRAP']} is not executable" if os.environ.get("COURSE_BWRAP") \
             else "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
         return where
-    try:
-        proc = subprocess.run([bwrap, *_base_flags(), "--", sys.executable, "-c", "pass"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{bwrap} did not run: {e}"
-    if proc.returncode != 0:
+    errors = []
+    for userns in ([], ["--unshare-user"]) if os.geteuid() == 0 else ([],):
+        _user_namespace[:] = userns
+        try:
+            proc = subprocess.run([bwrap, *_base_flags(), "--", sys.executable, "-c", "pass"],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{bwrap} did not run: {e}"
+        if proc.returncode == 0:
+            return None
         lines = (proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}").splitlines()
-        return f"{bwrap} cannot create the namespaces here: {lines[-1]}"
-    return None
+        errors.append(lines[-1])
+    _user_namespace[:] = []
+    return f"{bwrap} cannot create the namespaces here: {'; with --unshare-user: '.join(errors)}"
 
 
 GPU_PROBE = ("import torch; x = torch.arange(8.0, device='cuda'); "
@@ -164,6 +174,7 @@ def _inside(p: Path, folder: Path) -> bool:
 def wrap(argv: list[str], scratch: str | Path, readable=(), hidden=()) -> list[str]:
     """`argv` run in the sandbox: `scratch` writable (and its working directory and HOME),
     `hidden` folders empty, `readable` paths (e.g. inside a hidden folder) bound back read-only."""
+    _probe()  # which flags work here (a user namespace or not)
     bwrap = bwrap_path()
     scratch = Path(scratch).resolve()
     hide = [h for h in _resolve(hidden) if h.is_dir() and h != Path("/")]
