@@ -7,8 +7,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from .. import toolchain
 from .errors import BuildError, parse_first_error
@@ -165,26 +167,34 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
         data["host_object"] = str(obj) if host_object else ""
         return CompileReport(**data)
     out_dir.mkdir(parents=True, exist_ok=True)
-    src = out_dir / "kernel.cu"
+    # Each compile works in a folder of its own and moves its outputs in whole: two processes that
+    # compile the same file at once (parallel tests, say) never read each other's half-written files.
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=out_dir))
+    src = work / "kernel.cu"
     src.write_text(f'#line 1 "{source.path}"\n{source.text}')
-    keep = out_dir / "keep"
-    out = ["--keep-dir", str(keep), "-o", str(obj)] if host_object else ["-o", str(out_dir / "kernel.cubin")]
+    keep, made = work / "keep", work / ("kernel.o" if host_object else "kernel.cubin")
+    out = ["--keep-dir", str(keep), "-o", str(made)] if host_object else ["-o", str(made)]
     if host_object:
-        keep.mkdir(exist_ok=True)
+        keep.mkdir()
     t0 = time.perf_counter()
     proc = subprocess.run([nvcc, *flags, *out, str(src)], capture_output=True, text=True, errors="replace")
     seconds = time.perf_counter() - t0
     log = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        shutil.rmtree(out_dir, ignore_errors=True)
-        raise parse_first_error(log, [source], source.path)
-    if host_object:  # keep the cubin, drop the other intermediates (preprocessed sources, PTX)
-        cubins = sorted(keep.glob("*.cubin"))
-        if len(cubins) != 1:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            raise BuildError(source.path, f"nvcc --keep left {len(cubins)} cubins, expected one")
-        cubins[0].replace(out_dir / "kernel.cubin")
-        shutil.rmtree(keep, ignore_errors=True)
+    cubins = sorted(keep.glob("*.cubin")) if host_object else [made]  # --keep: the cubin among the intermediates
+    if proc.returncode != 0 or len(cubins) != 1:
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            out_dir.rmdir()  # nothing behind, unless another compile of it is under way
+        except OSError:
+            pass
+        if proc.returncode != 0:
+            raise parse_first_error(log, [source], source.path)
+        raise BuildError(source.path, f"nvcc --keep left {len(cubins)} cubins, expected one")
+    cubins[0].replace(out_dir / "kernel.cubin")
+    if host_object:
+        made.replace(obj)
+    src.replace(out_dir / "kernel.cu")
+    shutil.rmtree(work, ignore_errors=True)
     if not cuobjdump:
         raise BuildError(source.path, "cuobjdump was not found: pip install nvidia-cuda-cuobjdump "
                          "nvidia-cuda-nvdisasm, or install the CUDA toolkit")
