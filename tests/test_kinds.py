@@ -161,7 +161,7 @@ def test_compute_bound_target_is_measured_in_tflops_against_cublas():
     (perf,) = res.performance()
     m = perf.metrics
     assert m["kind"] == "compute" and m["unit"] == "TFLOP/s" and m["baseline"] == "matmul" and m["valid"]
-    assert 0 < m["value"] < m["baseline_value"] and m["matmul_ratio"] == m["ratio"] >= 0.05
+    assert 0 < m["value"] < m["baseline_value"] and m["matmul_ratio"] == m["ratio"] >= 0.01
     assert m["flops"] == 2 * 4096 ** 3
 
 

@@ -2,7 +2,9 @@
 cu++filt's kernel names. Registers, shared memory, spills and opcodes, no GPU needed."""
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -142,6 +144,47 @@ def _parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
 HOST_OBJECT_FLAGS = ["-c", "-Xcompiler", "-fPIC", "--keep"]
 
 
+@functools.lru_cache(maxsize=None)
+def _system_include_dirs() -> tuple[str, ...]:
+    """The host compiler's own header folders (libstdc++, libc, its builtins), from `g++ -E -v`."""
+    dirs = ["/usr/include"]
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx:
+        err = subprocess.run([cxx, "-xc++", "-E", "-v", "/dev/null"], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL).stderr
+        listed = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", err, re.S)
+        dirs += [line.strip().split(" (")[0] for line in listed.group(1).splitlines()] if listed else []
+    return tuple(dirs)
+
+
+def _foreign_includes(deps: Path, source: Path, line_name: str) -> list[str]:
+    """Files the compile read other than the source, the course headers, the CUDA toolkit's and the
+    compiler's: a computed `#include MACRO(...)` can name any file (a solution, another student's
+    submission, a gradebook), which no pattern over the source sees. Paths are compared after
+    normalising `..` away. `line_name`: the name the source's `#line` gives it, listed too."""
+    if not deps.exists():
+        return []
+    text = deps.read_text(errors="replace").replace("\\\n", " ")
+    files = [f.replace("\\ ", " ") for f in re.findall(r"(?:\\ |\S)+", text) if not f.endswith(":")]
+    home = toolchain.cuda_home()
+    roots = [toolchain.INCLUDE, *toolchain.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
+    allowed = {os.path.normpath(str(r)) for r in roots} | {os.path.realpath(str(r)) for r in roots}
+    for d in toolchain.extra_include_dirs():  # its headers are links into a wheel's include folder
+        allowed |= {os.path.dirname(os.path.realpath(p)) for p in Path(d).iterdir()}
+
+    def inside(path: str) -> bool:
+        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in allowed)
+
+    out = []
+    for f in files[1:]:  # the first is the target
+        if f == line_name:
+            continue
+        p = os.path.normpath(f if os.path.isabs(f) else os.path.join(source.parent, f))
+        if p != os.path.normpath(str(source)) and not (inside(p) and inside(os.path.realpath(p))):
+            out.append(p)
+    return out
+
+
 def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object: bool = False) -> CompileReport:
     """nvcc -cubin + cuobjdump -sass, cached by content hash. Needs no GPU.
     `host_object=True`: the same nvcc call also compiles the host code, to `report.host_object`
@@ -177,9 +220,16 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     if host_object:
         keep.mkdir()
     t0 = time.perf_counter()
-    proc = subprocess.run([nvcc, *flags, *out, str(src)], capture_output=True, text=True, errors="replace")
+    deps = work / "deps.d"  # every file the preprocessor read, written even when the compile fails
+    proc = subprocess.run([nvcc, *flags, "-MD", "-MF", str(deps), *out, str(src)], capture_output=True, text=True,
+                          errors="replace", stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - t0
     log = proc.stdout + proc.stderr
+    foreign = _foreign_includes(deps, src, source.path)
+    if foreign:  # before any compile error, which would quote the file
+        shutil.rmtree(work, ignore_errors=True)
+        raise BuildError(source.path, "includes files other than the course headers and the system headers: "
+                         + ", ".join(toolchain.display_path(f) for f in foreign[:3]))
     cubins = sorted(keep.glob("*.cubin")) if host_object else [made]  # --keep: the cubin among the intermediates
     if proc.returncode != 0 or len(cubins) != 1:
         shutil.rmtree(work, ignore_errors=True)

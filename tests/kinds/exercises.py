@@ -153,7 +153,7 @@ EXERCISES = [
         tolerance=lambda p: dot_tolerance("fp16", p["k"]),
         target=compute_bound(flops=lambda p: 2 * p["m"] * p["n"] * p["k"],
                              bytes_moved=lambda p: 2 * (p["m"] * p["k"] + p["n"] * p["k"] + p["m"] * p["n"]),
-                             baseline=matmul_baseline(_gemm_matmul), ratio=0.05, dtype=lambda p: "fp16"),
+                             baseline=matmul_baseline(_gemm_matmul), ratio=0.01, dtype=lambda p: "fp16"),
         required_sass={"HMMA": "tensor-core matrix multiply-accumulate (wmma::mma_sync)"},
     ),
     Exercise(
