@@ -4,7 +4,8 @@ and the sandbox the grading processes run in, tested for real where bubblewrap w
 tests/hostile/NAME.cu is the day02.silu_and_mul solution plus one attack (its header says
 which), spelled so that the source patterns (check/static.py's DENY) do not see it. Each
 targets /tmp/course-hostile-canary-NAME (or a listener on 127.0.0.1:47321), so a test can
-tell whether it ran. None of this needs a GPU; on a GPU the same tests also prove that the
+tell whether it ran; include_other_files instead reads that file at compile time, and a test
+puts a secret there that must show nowhere. None of this needs a GPU; on a GPU the same tests also prove that the
 honest submission still runs in the sandbox.
 """
 import json
@@ -32,6 +33,9 @@ PORT = 47321
 # The rows the link checks add: each hostile file must be caught by one of them (the source
 # patterns miss every one of these spellings; that is the point of the corpus).
 LINK_ROWS = ("no code at load time", "no system calls", "links only to allowed functions")
+COMPILE_ROW = "compiles (nvcc, sm_90)"  # where a compile that read other files is refused
+READS = "include_other_files"            # the one whose canary is read, not written
+SECRET = "alice,97,SECRET-GRADEBOOK-LINE"
 # What the reason must name, per file.
 EXPECT = {
     "asm_label": ["fopen", "files"],
@@ -41,6 +45,7 @@ EXPECT = {
     "global_object": ["loaded", "global object"],
     "ifunc_resolver": ["loaded", "ifunc"],
     "init_array_pointer": ["loaded", ".init_array"],
+    "include_other_files": ["includes files other than", CANARY + READS],
     "inline_syscall": ["system call", "syscall"],
     "load_time_constructor": ["loaded", "at_load"],
     "network": ["socket", "connect", "network"],
@@ -96,25 +101,34 @@ def listener():
 
 def _clear_canaries():
     for name in EXPECT:
-        Path(CANARY + name).unlink(missing_ok=True)
+        if name != READS:
+            Path(CANARY + name).unlink(missing_ok=True)
+
+
+@pytest.fixture(autouse=True)
+def secret():
+    """The file include_other_files reads at compile time (left in place: tests run in parallel)."""
+    Path(CANARY + READS).write_text(SECRET + "\n")
 
 
 def _untouched_canaries():
-    return [name for name in EXPECT if os.path.exists(CANARY + name)] == []
+    return [name for name in EXPECT if name != READS and os.path.exists(CANARY + name)] == []
 
 
 @pytest.mark.parametrize("path", HOSTILE, ids=lambda p: p.stem)
 def test_a_hostile_submission_is_refused_before_it_runs(path, listener):
-    Path(CANARY + path.stem).unlink(missing_ok=True)
+    if path.stem != READS:
+        Path(CANARY + path.stem).unlink(missing_ok=True)
     result = check(EXERCISE, source=path, perf=False, seeds=1, quiet=True)
     assert not result.ok, str(result)
     first = result.failures[0]
-    assert first.group in ("source", "build") and first.name in LINK_ROWS, str(result)
+    assert first.group in ("source", "build") and first.name in LINK_ROWS + (COMPILE_ROW,), str(result)
+    assert "SECRET-GRADEBOOK" not in json.dumps(result.as_dict())
     reason = result.first_failure()
     for word in EXPECT[path.stem]:
         assert word in reason or any(word in f.detail for f in result.failures), (word, str(result))
     assert not any(i.group in ("correctness", "work", "performance") and i.status == "pass" for i in result.items)
-    assert not os.path.exists(CANARY + path.stem), "the attack ran"
+    assert path.stem == READS or not os.path.exists(CANARY + path.stem), "the attack ran"
     assert listener.connections() == 0
 
 
@@ -185,12 +199,14 @@ def test_class_grading_refuses_every_hostile_submission_and_keeps_the_gradebook(
     for path in HOSTILE:
         row = rows[path.stem]
         assert row["score"] == 0 and row["verdict"] == "fail", row
-        assert any(name in row["failure"] for name in LINK_ROWS), row
+        assert any(name in row["failure"] for name in LINK_ROWS + (COMPILE_ROW,)), row
         assert EXPECT[path.stem][0] in row["failure"] or EXPECT[path.stem][0] in json.dumps(
             json.loads((out / "results" / path.stem / f"{EXERCISE}.json").read_text())["items"]), row
     assert honest.read_bytes() == before, "another student's results changed"
     assert rows["honest"] == honest_row
     assert _untouched_canaries() and listener.connections() == 0
+    for f in out.rglob("*"):  # the secret a compile could have quoted shows nowhere
+        assert not f.is_file() or "SECRET-GRADEBOOK" not in f.read_text(errors="replace"), f
     outside_after = sorted(p for p in tmp_path.rglob("*") if out not in p.parents and p != out)
     assert outside_after == outside_before, "something was written outside the output folder"
 
