@@ -180,6 +180,8 @@ def _foreign_includes(deps: Path, source: Path, line_name: str) -> list[str]:
         if f == line_name:
             continue
         p = os.path.normpath(f if os.path.isabs(f) else os.path.join(source.parent, f))
+        if not os.path.exists(p):  # a name from a #line directive, not a file that was read
+            continue
         if p != os.path.normpath(str(source)) and not (inside(p) and inside(os.path.realpath(p))):
             out.append(p)
     return out
