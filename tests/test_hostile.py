@@ -4,8 +4,8 @@ and the sandbox the grading processes run in, tested for real where bubblewrap w
 tests/hostile/NAME.cu is the day02.silu_and_mul solution plus one attack (its header says
 which), spelled so that the source patterns (check/static.py's DENY) do not see it. Each
 targets /tmp/course-hostile-canary-NAME (or a listener on 127.0.0.1:47321), so a test can
-tell whether it ran; include_other_files instead reads that file at compile time, and a test
-puts a secret there that must show nowhere. None of this needs a GPU; on a GPU the same tests also prove that the
+tell whether it ran; include_other_files and incbin instead read that file at compile time,
+and a test puts a secret there that must show nowhere. None of this needs a GPU; on a GPU the same tests also prove that the
 honest submission still runs in the sandbox.
 """
 import json
@@ -34,7 +34,7 @@ PORT = 47321
 # patterns miss every one of these spellings; that is the point of the corpus).
 LINK_ROWS = ("no code at load time", "no system calls", "links only to allowed functions")
 COMPILE_ROW = "compiles (nvcc, sm_90)"  # where a compile that read other files is refused
-READS = "include_other_files"            # the one whose canary is read, not written
+READS = ("include_other_files", "incbin")  # the ones whose canary is read, not written
 SECRET = "alice,97,SECRET-GRADEBOOK-LINE"
 # What the reason must name, per file.
 EXPECT = {
@@ -45,7 +45,8 @@ EXPECT = {
     "global_object": ["loaded", "global object"],
     "ifunc_resolver": ["loaded", "ifunc"],
     "init_array_pointer": ["loaded", ".init_array"],
-    "include_other_files": ["includes files other than", CANARY + READS],
+    "include_other_files": ["reads files other than", CANARY + "include_other_files"],
+    "incbin": ["reads files other than", CANARY + "incbin"],
     "inline_syscall": ["system call", "syscall"],
     "load_time_constructor": ["loaded", "at_load"],
     "network": ["socket", "connect", "network"],
@@ -101,23 +102,24 @@ def listener():
 
 def _clear_canaries():
     for name in EXPECT:
-        if name != READS:
+        if name not in READS:
             Path(CANARY + name).unlink(missing_ok=True)
 
 
 @pytest.fixture(autouse=True)
 def secret():
-    """The file include_other_files reads at compile time (left in place: tests run in parallel)."""
-    Path(CANARY + READS).write_text(SECRET + "\n")
+    """The files include_other_files and incbin read at compile time (left in place: tests run in parallel)."""
+    for name in READS:
+        Path(CANARY + name).write_text(SECRET + "\n")
 
 
 def _untouched_canaries():
-    return [name for name in EXPECT if name != READS and os.path.exists(CANARY + name)] == []
+    return [name for name in EXPECT if name not in READS and os.path.exists(CANARY + name)] == []
 
 
 @pytest.mark.parametrize("path", HOSTILE, ids=lambda p: p.stem)
 def test_a_hostile_submission_is_refused_before_it_runs(path, listener):
-    if path.stem != READS:
+    if path.stem not in READS:
         Path(CANARY + path.stem).unlink(missing_ok=True)
     result = check(EXERCISE, source=path, perf=False, seeds=1, quiet=True)
     assert not result.ok, str(result)
@@ -128,7 +130,7 @@ def test_a_hostile_submission_is_refused_before_it_runs(path, listener):
     for word in EXPECT[path.stem]:
         assert word in reason or any(word in f.detail for f in result.failures), (word, str(result))
     assert not any(i.group in ("correctness", "work", "performance") and i.status == "pass" for i in result.items)
-    assert path.stem == READS or not os.path.exists(CANARY + path.stem), "the attack ran"
+    assert path.stem in READS or not os.path.exists(CANARY + path.stem), "the attack ran"
     assert listener.connections() == 0
 
 
@@ -160,6 +162,45 @@ def test_the_allow_list_refuses_what_a_launcher_does_not_need(symbol, kind):
                                     "memcpy", "__stack_chk_fail", "printf", "_Znwm", "cudaStreamIsCapturing"])
 def test_the_allow_list_keeps_what_a_launcher_needs(symbol):
     assert symbols.kind_of(symbol) is None
+
+
+CONDITIONAL = r"""
+#include "course/common.cuh"
+#define HEADER(path) <path>
+#ifdef TORCH_EXTENSION_NAME  // defined by the extension's nvcc command only, not by the checked compile
+#include HEADER(FILE)
+asm(".pushsection .rodata\n" "." "inc" "bin \"SECRET\"\n" ".byte 0\n" ".popsection");
+#endif
+__global__ void conditional_kernel(float* x) { x[0] = 1.0f; }
+COURSE_EXPORT cudaError_t conditional(float* x, cudaStream_t stream) {
+  conditional_kernel<<<1, 1, 0, stream>>>(x);
+  return cudaGetLastError();
+}
+"""
+
+
+def test_what_the_extension_build_read_is_checked_too(tmp_path):
+    """The extension's own nvcc command differs from the checked compile (its macros, its include
+    folders): what it read is checked after the build, and a failing build does not quote a file
+    that is not the submission's."""
+    from grader.build import BuildError
+    from grader.build.extension import foreign_reads
+
+    secret = Path(CANARY + "incbin")
+    header = tmp_path / "stolen.h"
+    header.write_text("static int stolen_solution = 1;\n")
+    src = tmp_path / "conditional.cu"
+    src.write_text(CONDITIONAL.replace("FILE", str(header)).replace("SECRET", str(secret)))
+    assert symbols.inspect(__import__("grader").build.compile_cubin(src, host_object=True).host_object).ok
+    built = build([src], name="hostile_conditional", quiet=True, load=False)
+    assert sorted(foreign_reads(built.directory, str(src))) == sorted([str(header), str(secret)])
+    broken = tmp_path / "conditional_broken.cu"
+    broken.write_text(CONDITIONAL.replace("FILE", str(secret)).replace("SECRET", str(secret)))
+    with pytest.raises(BuildError) as err:
+        build([broken], name="hostile_conditional", quiet=True, load=False)
+    assert "SECRET-GRADEBOOK" not in err.value.summary() and "not shown" in err.value.summary()
+    clean = build([toolchain.SOLUTIONS / "day01" / "scale_add.cu"], name="clean_reads", quiet=True, load=False)
+    assert foreign_reads(clean.directory, "solutions/day01/scale_add.cu") == []
 
 
 def test_building_does_not_load_the_module():

@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import toolchain
 from .errors import BuildError, parse_first_error
 from .exports import Export, generate_binding, global_kernel_names, parse_exports
+from .sass import assembler_deps_flags, dependency_files, foreign_files, reads_message, without_foreign_text
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash
 
 # A trivial kernel built first: it makes the shared precompiled torch header before parallel builds.
@@ -74,9 +75,35 @@ _loaded: dict[str, Built] = {}
 _build_lock = threading.Lock()
 
 
+HOST_ASM_DEPS = "host-asm.d"  # what the assembler read, written in the build folder (grading checks it)
+
+
 def _cuda_cflags(arch: str) -> list[str]:
     num = arch.replace(".", "")
-    return NVCC_FLAGS + [f"-gencode=arch=compute_{num},code=sm_{num}"]
+    return NVCC_FLAGS + [f"-gencode=arch=compute_{num},code=sm_{num}"] + assembler_deps_flags(HOST_ASM_DEPS)
+
+
+def foreign_reads(directory: str | Path, line_names) -> list[str]:
+    """Files the extension's compile of its .cu read other than the course, toolkit and compiler
+    headers (sass.foreign_files): ninja's record of the preprocessor's dependencies (or, after a
+    failed build, nvcc's dependency file) and the assembler's list. Grading checks them after the
+    build, because the extension's nvcc command differs from the checked compile's (its own
+    macros and include folders), and a submission could include other files only there."""
+    import subprocess
+    import sys
+
+    directory = Path(directory)
+    files = dependency_files(directory / "cuda.cuda.o.d", directory / HOST_ASM_DEPS)
+    ninja = shutil.which("ninja") or str(Path(sys.executable).with_name("ninja"))
+    try:
+        out = subprocess.run([ninja, "-C", str(directory), "-t", "deps", "cuda.cuda.o"], capture_output=True,
+                             text=True, stdin=subprocess.DEVNULL).stdout
+    except OSError:
+        out = ""
+    recorded = [line.strip() for line in out.splitlines() if line.startswith(" ")]
+    if not recorded and not (directory / "cuda.cuda.o.d").exists() and (directory / "cuda.cuda.o").exists():
+        return [f"(no dependency list for {directory / 'cuda.cuda.o'}: ninja -t deps found none)"]
+    return foreign_files(files + recorded, directory / "cuda.cu", line_names)
 
 
 def build(files, name: str = "course", quiet: bool = False, load: bool = True) -> Built:
@@ -138,8 +165,12 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True) -
         try:
             module = _load_inline(cpp_extension, kwargs, load)
         except RuntimeError as e:
+            foreign = foreign_reads(build_dir, [s.path for s in sources])  # before the error quotes such a file
             shutil.rmtree(build_dir, ignore_errors=True)  # a failed build never sticks
-            raise parse_first_error(str(e), sources, what) from None
+            if foreign:
+                raise BuildError(what, reads_message(foreign)) from None
+            raise without_foreign_text(parse_first_error(str(e), sources, what), build_dir / "cuda.cu",  # the binding's
+                                       [s.path for s in sources] + [str((build_dir / "main.cpp").resolve())]) from None
         except Exception:
             shutil.rmtree(build_dir, ignore_errors=True)
             raise

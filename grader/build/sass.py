@@ -157,15 +157,52 @@ def _system_include_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
+# The assembler lists the files it read too (`.incbin` and `.include` in host asm embed any file
+# in the object): `as --MD FILE`, through nvcc and gcc. A relative FILE lands in the folder the
+# compiler runs in (the torch extension's build folder).
+def assembler_deps_flags(path: str) -> list[str]:
+    return ["-Xcompiler", "-Xassembler", "-Xcompiler", "--MD", "-Xcompiler", "-Xassembler", "-Xcompiler", path]
+
+
+def dependency_files(*deps: Path) -> list[str]:
+    """The files make-style dependency files list (their targets left out)."""
+    files = []
+    for d in deps:
+        if d.exists():
+            text = d.read_text(errors="replace").replace("\\\n", " ")
+            text = re.split(r"\s:\s|:\s", text, maxsplit=1)[-1]  # "target : deps" or "target: deps"
+            files += [f.replace("\\ ", " ") for f in re.findall(r"(?:\\ |\S)+", text)]
+    return files
+
+
 def _foreign_includes(deps: Path, source: Path, line_name: str) -> list[str]:
-    """Files the compile read other than the source, the course headers, the CUDA toolkit's and the
-    compiler's: a computed `#include MACRO(...)` can name any file (a solution, another student's
-    submission, a gradebook), which no pattern over the source sees. Paths are compared after
-    normalising `..` away. `line_name`: the name the source's `#line` gives it, listed too."""
-    if not deps.exists():
-        return []
-    text = deps.read_text(errors="replace").replace("\\\n", " ")
-    files = [f.replace("\\ ", " ") for f in re.findall(r"(?:\\ |\S)+", text) if not f.endswith(":")]
+    return foreign_files(dependency_files(deps, deps.with_name("asm.d")), source, line_name)
+
+
+def without_foreign_text(err: BuildError, source: Path, line_names) -> BuildError:
+    """A compile error in a file other than the submission and the course, toolkit and compiler
+    headers says where, not what: its message and excerpt would quote that file."""
+    if not err.file:
+        return err
+    path = err.file if os.path.isabs(err.file) else str(toolchain.ROOT / err.file)
+    if not foreign_files([path], source, line_names):
+        return err
+    return BuildError(err.what, f"the compile failed in {err.file}, which is not your file nor a course or "
+                      "system header (what it says there is not shown)")
+
+
+def reads_message(files: list[str]) -> str:
+    return ("reads files other than the course headers and the system headers at compile time (#include, .incbin): "
+            + ", ".join(toolchain.display_path(f) for f in files[:3]))
+
+
+def foreign_files(files: list[str], source: Path, line_name) -> list[str]:
+    """Of the files a compile read, those other than the source, the course headers, the CUDA
+    toolkit's and the compiler's: a computed `#include MACRO(...)` or an `.incbin` can name any
+    file (a solution, another student's submission, a gradebook), which no pattern over the
+    source sees. Paths are compared after normalising `..` away. `line_name`: the name (or names)
+    the source's `#line` gives it, listed too."""
+    names = {line_name} if isinstance(line_name, str) else set(line_name)
     home = toolchain.cuda_home()
     roots = [toolchain.INCLUDE, *toolchain.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
     allowed = {os.path.normpath(str(r)) for r in roots} | {os.path.realpath(str(r)) for r in roots}
@@ -176,13 +213,13 @@ def _foreign_includes(deps: Path, source: Path, line_name: str) -> list[str]:
         return any(path == r or path.startswith(r.rstrip("/") + "/") for r in allowed)
 
     out = []
-    for f in files[1:]:  # the first is the target
-        if f == line_name:
+    for f in files:
+        if f in names:
             continue
         p = os.path.normpath(f if os.path.isabs(f) else os.path.join(source.parent, f))
         if not os.path.exists(p):  # a name from a #line directive, not a file that was read
             continue
-        if p != os.path.normpath(str(source)) and not (inside(p) and inside(os.path.realpath(p))):
+        if p != os.path.normpath(str(source)) and not (inside(p) and inside(os.path.realpath(p))) and p not in out:
             out.append(p)
     return out
 
@@ -202,7 +239,8 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     flags += [f"-I{d}" for d in toolchain.extra_include_dirs()]
     if host_object:
         flags = [f for f in flags if f != "-cubin"] + HOST_OBJECT_FLAGS
-    key = content_hash([source], flags + [toolchain.nvcc_version() or "", str(cuobjdump), REPORT_VERSION])
+    checked = ["reads checked: preprocessor and assembler"] if host_object else []  # cached only once they were
+    key = content_hash([source], flags + [toolchain.nvcc_version() or "", str(cuobjdump), REPORT_VERSION] + checked)
     out_dir = toolchain.cache_dir() / "cubin" / key
     report_file = out_dir / "report.json"
     obj = out_dir / "kernel.o"
@@ -220,6 +258,8 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     keep, made = work / "keep", work / ("kernel.o" if host_object else "kernel.cubin")
     out = ["--keep-dir", str(keep), "-o", str(made)] if host_object else ["-o", str(made)]
     if host_object:
+        out += assembler_deps_flags(str(work / "asm.d"))
+    if host_object:
         keep.mkdir()
     t0 = time.perf_counter()
     deps = work / "deps.d"  # every file the preprocessor read, written even when the compile fails
@@ -230,8 +270,7 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     foreign = _foreign_includes(deps, src, source.path)
     if foreign:  # before any compile error, which would quote the file
         shutil.rmtree(work, ignore_errors=True)
-        raise BuildError(source.path, "includes files other than the course headers and the system headers: "
-                         + ", ".join(toolchain.display_path(f) for f in foreign[:3]))
+        raise BuildError(source.path, reads_message(foreign))
     cubins = sorted(keep.glob("*.cubin")) if host_object else [made]  # --keep: the cubin among the intermediates
     if proc.returncode != 0 or len(cubins) != 1:
         shutil.rmtree(work, ignore_errors=True)
@@ -240,7 +279,7 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
         except OSError:
             pass
         if proc.returncode != 0:
-            raise parse_first_error(log, [source], source.path)
+            raise without_foreign_text(parse_first_error(log, [source], source.path), src, source.path)
         raise BuildError(source.path, f"nvcc --keep left {len(cubins)} cubins, expected one")
     cubins[0].replace(out_dir / "kernel.cubin")
     if host_object:

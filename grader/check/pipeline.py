@@ -89,6 +89,13 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         return prep
     if not all(link_checks(ex, src, result, built_object=str(o)) for o in objects):
         return prep
+    from ..build.extension import foreign_reads
+    from ..build.sass import reads_message
+
+    reads = foreign_reads(built.directory, src.path)  # what that compile read (#include, .incbin)
+    if reads:
+        result.add("source", "reads only the course and system headers", "fail", reads_message(reads) + " (in the build)")
+        return prep
     result.build_seconds = built.seconds
     prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
     return prep

@@ -1,7 +1,7 @@
 // HOSTILE: reads a file at compile time: a computed #include (no pattern sees a path in it) of a
 // gradebook-like file, whose lines a compile error would quote in the feedback.
 // The rest is the day02.silu_and_mul reference solution, so that the file would otherwise get
-// full marks. Expected: the grader refuses it before anything runs (includes files other than the course headers).
+// full marks. Expected: the grader refuses it before anything runs (reads files other than the course headers).
 // Canary: /tmp/course-hostile-canary-include_other_files
 #include "course/vec.cuh"
 
