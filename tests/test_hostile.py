@@ -26,6 +26,10 @@ from grader.check import check, sandbox
 from grader.check.supervise import isolate
 from grader.classroom import grade_class
 
+# Run everywhere; `-m gpu` (the GPU verification's self-test) selects them too, so that the
+# corpus is proven on the GPU machine, with its sandbox, in the same run as the mutants.
+pytestmark = pytest.mark.gpu
+
 HOSTILE = sorted((toolchain.ROOT / "tests" / "hostile").glob("*.cu"))
 EXERCISE = "day02.silu_and_mul"
 CANARY = "/tmp/course-hostile-canary-"
