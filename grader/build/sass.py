@@ -145,15 +145,31 @@ HOST_OBJECT_FLAGS = ["-c", "-Xcompiler", "-fPIC", "--keep"]
 
 
 @functools.lru_cache(maxsize=None)
+def _torch_include_dirs() -> list[str]:
+    try:
+        import torch
+    except ImportError:
+        return []
+    return [os.path.join(os.path.dirname(torch.__file__), "include")]
+
+
+@functools.lru_cache(maxsize=None)
 def _system_include_dirs() -> tuple[str, ...]:
-    """The host compiler's own header folders (libstdc++, libc, its builtins), from `g++ -E -v`."""
+    """The header folders of the host compiler nvcc really uses (its libstdc++, libc and builtins,
+    wherever that compiler lives: /usr/lib/gcc here, /opt/gcc on the GPU machine), from
+    `nvcc -E -Xcompiler -v`; `g++ -E -v` where nvcc cannot say."""
     dirs = ["/usr/include"]
+    nvcc = toolchain.nvcc_path()
     cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx:
-        err = subprocess.run([cxx, "-xc++", "-E", "-v", "/dev/null"], capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL).stderr
+    for cmd in ([nvcc, "-E", "-x", "c++", "-Xcompiler", "-v", "/dev/null", "-o", "/dev/null"] if nvcc else None,
+                [cxx, "-xc++", "-E", "-v", "/dev/null"] if cxx else None):
+        if cmd is None:
+            continue
+        err = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL).stderr
         listed = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", err, re.S)
-        dirs += [line.strip().split(" (")[0] for line in listed.group(1).splitlines()] if listed else []
+        if listed:
+            dirs += [os.path.normpath(line.strip().split(" (")[0]) for line in listed.group(1).splitlines()]
+            break
     return tuple(dirs)
 
 
@@ -205,6 +221,7 @@ def foreign_files(files: list[str], source: Path, line_name) -> list[str]:
     names = {line_name} if isinstance(line_name, str) else set(line_name)
     home = toolchain.cuda_home()
     roots = [toolchain.INCLUDE, *toolchain.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
+    roots += _torch_include_dirs()  # a torch without no_implicit_headers puts its headers in the .cu
     allowed = {os.path.normpath(str(r)) for r in roots} | {os.path.realpath(str(r)) for r in roots}
     for d in toolchain.extra_include_dirs():  # its headers are links into a wheel's include folder
         allowed |= {os.path.dirname(os.path.realpath(p)) for p in Path(d).iterdir()}
