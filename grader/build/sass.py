@@ -155,22 +155,20 @@ def _torch_include_dirs() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _system_include_dirs() -> tuple[str, ...]:
-    """The header folders of the host compiler nvcc really uses (its libstdc++, libc and builtins,
-    wherever that compiler lives: /usr/lib/gcc here, /opt/gcc on the GPU machine), from
-    `nvcc -E -Xcompiler -v`; `g++ -E -v` where nvcc cannot say."""
+    """The header folders of every host compiler a build may use (libstdc++, libc, builtins): the
+    one nvcc picks by itself (`nvcc -E -Xcompiler -v`), and $CXX, $CC, c++ and g++ (torch's
+    extension build passes its own to nvcc: /opt/gcc on the GPU machine, /usr/bin/gcc beside it)."""
     dirs = ["/usr/include"]
     nvcc = toolchain.nvcc_path()
-    cxx = shutil.which("g++") or shutil.which("c++")
-    for cmd in ([nvcc, "-E", "-x", "c++", "-Xcompiler", "-v", "/dev/null", "-o", "/dev/null"] if nvcc else None,
-                [cxx, "-xc++", "-E", "-v", "/dev/null"] if cxx else None):
-        if cmd is None:
-            continue
+    cmds = [[nvcc, "-E", "-x", "c++", "-Xcompiler", "-v", "/dev/null", "-o", "/dev/null"]] if nvcc else []
+    compilers = {shutil.which(c) for c in (os.environ.get("CXX"), os.environ.get("CC"), "c++", "g++") if c}
+    cmds += [[c, "-xc++", "-E", "-v", "/dev/null"] for c in sorted(compilers - {None})]
+    for cmd in cmds:
         err = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL).stderr
         listed = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", err, re.S)
         if listed:
             dirs += [os.path.normpath(line.strip().split(" (")[0]) for line in listed.group(1).splitlines()]
-            break
-    return tuple(dirs)
+    return tuple(dict.fromkeys(dirs))
 
 
 # The assembler lists the files it read too (`.incbin` and `.include` in host asm embed any file
