@@ -134,7 +134,9 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True) -
     arch = toolchain.arch()
     features = toolchain.load_inline_features()
     binding = generate_binding(exports)
-    key = content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda),
+    # The include folder is part of the key: two checkouts of the course never share a build (what a
+    # build read is checked against the checkout's own headers).
+    key = content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(toolchain.INCLUDE),
                                  arch, " ".join(_cuda_cflags(arch) + TORCH_NVCC_FLAGS), str(features)])
     module_name = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{key}"
     if module_name in _loaded:
