@@ -1,8 +1,9 @@
 """Hostile submissions: refused before anything runs, in a single check and in class grading;
 and the sandbox the grading processes run in, tested for real where bubblewrap works here.
 
-tests/hostile/NAME.cu is the day02.silu_and_mul solution plus one attack (its header says
-which), spelled so that the source patterns (check/static.py's DENY) do not see it. Each
+tests/hostile/day02.silu_and_mul.toml keeps each one as edits to the day02.silu_and_mul
+solution that add one attack (`what` says which), spelled so that the source patterns
+(check/static.py's DENY) do not see it, and the words its refusal must name (`expect`). Each
 targets /tmp/course-hostile-canary-NAME (or a listener on 127.0.0.1:47321), so a test can
 tell whether it ran; include_other_files and incbin instead read that file at compile time,
 and a test puts a secret there that must show nowhere. None of this needs a GPU; on a GPU the same tests also prove that the
@@ -25,12 +26,13 @@ from grader.build import build, symbols
 from grader.check import check, sandbox
 from grader.check.supervise import isolate
 from grader.classroom import grade_class
+from grader.maintain import selftest
 
 # Run everywhere; `-m gpu` (the GPU verification's self-test) selects them too, so that the
 # corpus is proven on the GPU machine, with its sandbox, in the same run as the mutants.
 pytestmark = pytest.mark.gpu
 
-HOSTILE = sorted((toolchain.ROOT / "tests" / "hostile").glob("*.cu"))
+SUBMISSIONS = selftest.hostile_submissions()
 EXERCISE = "day02.silu_and_mul"
 CANARY = "/tmp/course-hostile-canary-"
 PORT = 47321
@@ -40,32 +42,19 @@ LINK_ROWS = ("no code at load time", "no system calls", "links only to allowed f
 COMPILE_ROW = "compiles (nvcc, sm_90)"  # where a compile that read other files is refused
 READS = ("include_other_files", "incbin")  # the ones whose canary is read, not written
 SECRET = "alice,97,SECRET-GRADEBOOK-LINE"
-# What the reason must name, per file.
-EXPECT = {
-    "asm_label": ["fopen", "files"],
-    "dlsym": ["dlsym", "loads code"],
-    "environment": ["getenv", "environ", "environment"],
-    "fork_exec": ["posix_spawn", "vfork", "execve", "processes"],
-    "global_object": ["loaded", "global object"],
-    "ifunc_resolver": ["loaded", "ifunc"],
-    "init_array_pointer": ["loaded", ".init_array"],
-    "include_other_files": ["reads files other than", CANARY + "include_other_files"],
-    "incbin": ["reads files other than", CANARY + "incbin"],
-    "inline_syscall": ["system call", "syscall"],
-    "load_time_constructor": ["loaded", "at_load"],
-    "network": ["socket", "connect", "network"],
-    "overwrite_gradebook": ["basic_filebuf", "files"],
-    "read_other_student": ["fopen", "files"],
-    "write_outside_scratch": ["fopen", "files"],
-}
 
 
-def test_the_corpus_is_complete():
-    assert {p.stem for p in HOSTILE} == set(EXPECT)
-    for p in HOSTILE:
-        text = p.read_text()
-        assert text.startswith("// HOSTILE: "), p.name
-        assert f"{CANARY}{p.stem}" in text or p.stem == "network", p.name  # network: a listener instead
+def written(name: str) -> Path:
+    """The submission's source, written to one stable place (its build is cached there)."""
+    return SUBMISSIONS[name].write(selftest.written_dir() / "hostile")
+
+
+def test_the_corpus_applies_to_the_current_solution_and_names_its_canary():
+    assert len(SUBMISSIONS) >= 15 and all(m.exercise == EXERCISE for m in SUBMISSIONS.values())
+    for name, m in SUBMISSIONS.items():
+        text = m.source()
+        assert text.startswith("// HOSTILE "), name
+        assert f"{CANARY}{name}" in text or name == "network", name  # network: a listener instead
 
 
 class Listener:
@@ -105,7 +94,7 @@ def listener():
 
 
 def _clear_canaries():
-    for name in EXPECT:
+    for name in SUBMISSIONS:
         if name not in READS:
             Path(CANARY + name).unlink(missing_ok=True)
 
@@ -118,23 +107,23 @@ def secret():
 
 
 def _untouched_canaries():
-    return [name for name in EXPECT if name not in READS and os.path.exists(CANARY + name)] == []
+    return [name for name in SUBMISSIONS if name not in READS and os.path.exists(CANARY + name)] == []
 
 
-@pytest.mark.parametrize("path", HOSTILE, ids=lambda p: p.stem)
-def test_a_hostile_submission_is_refused_before_it_runs(path, listener):
-    if path.stem not in READS:
-        Path(CANARY + path.stem).unlink(missing_ok=True)
-    result = check(EXERCISE, source=path, perf=False, seeds=1, quiet=True)
+@pytest.mark.parametrize("name", sorted(SUBMISSIONS))
+def test_a_hostile_submission_is_refused_before_it_runs(name, listener):
+    if name not in READS:
+        Path(CANARY + name).unlink(missing_ok=True)
+    result = check(EXERCISE, source=written(name), perf=False, seeds=1, quiet=True)
     assert not result.ok, str(result)
     first = result.failures[0]
     assert first.group in ("source", "build") and first.name in LINK_ROWS + (COMPILE_ROW,), str(result)
     assert "SECRET-GRADEBOOK" not in json.dumps(result.as_dict())
     reason = result.first_failure()
-    for word in EXPECT[path.stem]:
+    for word in SUBMISSIONS[name].expect:
         assert word in reason or any(word in f.detail for f in result.failures), (word, str(result))
     assert not any(i.group in ("correctness", "work", "performance") and i.status == "pass" for i in result.items)
-    assert path.stem in READS or not os.path.exists(CANARY + path.stem), "the attack ran"
+    assert name in READS or not os.path.exists(CANARY + name), "the attack ran"
     assert listener.connections() == 0
 
 
@@ -210,7 +199,7 @@ def test_what_the_extension_build_read_is_checked_too(tmp_path):
 def test_building_does_not_load_the_module():
     """build(load=False), as grading builds, runs none of the module's code (here: a constructor
     that the link checks would refuse; built directly to prove the build alone runs nothing)."""
-    source = (toolchain.ROOT / "tests" / "hostile" / "load_time_constructor.cu")
+    source = written("load_time_constructor")
     Path(CANARY + "load_time_constructor").unlink(missing_ok=True)
     built = build([source], name="hostile_build_only", quiet=True, load=False)
     assert built.module is None and (built.directory / f"{built.name}.so").exists()
@@ -231,22 +220,22 @@ def test_class_grading_refuses_every_hostile_submission_and_keeps_the_gradebook(
     honest_row = next(r for r in json.loads((out / "gradebook.json").read_text()) if r["student"] == "honest")
     assert honest_row["score"] > 0
 
-    for path in HOSTILE:
-        (subs / path.stem / "day02").mkdir(parents=True)
-        shutil.copy(path, subs / path.stem / "day02" / "silu_and_mul.cu")
+    for name in SUBMISSIONS:
+        (subs / name / "day02").mkdir(parents=True)
+        shutil.copy(written(name), subs / name / "day02" / "silu_and_mul.cu")
     _clear_canaries()
     outside_before = sorted(p for p in tmp_path.rglob("*") if out not in p.parents and p != out)
     lines = []
     assert grade_class(subs, out, only=[EXERCISE], jobs=4, echo=lines.append) == 0
-    assert f"{len(HOSTILE)} to grade" in lines[0]
+    assert f"{len(SUBMISSIONS)} to grade" in lines[0]
     assert lines[1].startswith("sandbox: ") and (("NOT available" in lines[1]) == (sandbox.available() is not None))
     rows = {r["student"]: r for r in json.loads((out / "gradebook.json").read_text())}
-    for path in HOSTILE:
-        row = rows[path.stem]
+    for name, m in SUBMISSIONS.items():
+        row = rows[name]
         assert row["score"] == 0 and row["verdict"] == "fail", row
         assert any(name in row["failure"] for name in LINK_ROWS + (COMPILE_ROW,)), row
-        assert EXPECT[path.stem][0] in row["failure"] or EXPECT[path.stem][0] in json.dumps(
-            json.loads((out / "results" / path.stem / f"{EXERCISE}.json").read_text())["items"]), row
+        assert m.expect[0] in row["failure"] or m.expect[0] in json.dumps(
+            json.loads((out / "results" / name / f"{EXERCISE}.json").read_text())["items"]), row
     assert honest.read_bytes() == before, "another student's results changed"
     assert rows["honest"] == honest_row
     assert _untouched_canaries() and listener.connections() == 0

@@ -24,9 +24,14 @@ The edits apply in order, each replacing the single occurrence of its `old`; an
 changed solution fails loudly instead of silently testing something else. The
 materialized source starts with `// MUTANT <what>`. tests/test_mutants.py grades
 every mutant; grader/verify.py tallies them on a GPU.
+
+Hostile submissions (`tests/hostile/<exercise id>.toml`) are kept the same way: each table
+adds one attack to the solution, with `expect` (the words the refusal must name) in place of
+group, reason and needs_gpu; `hostile_submissions()` loads them, headed `// HOSTILE <what>`.
 """
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +40,10 @@ from .. import exercises, toolchain
 from ..config import GROUPS
 
 MUTANTS_DIR = toolchain.ROOT / "tests" / "mutants"
+HOSTILE_DIR = toolchain.ROOT / "tests" / "hostile"
 _REQUIRED = {"what": str, "group": str, "reason": str, "needs_gpu": bool, "edit": list}
 _OPTIONAL = {"sanitizer": str}
+_REQUIRED_HOSTILE = {"what": str, "expect": list, "edit": list}
 
 
 class MutantError(ValueError):
@@ -54,10 +61,12 @@ class Mutant:
     needs_gpu: bool
     sanitizer: str | None = None
     edits: list[tuple[str, str]] = field(default_factory=list)  # (old, new), applied in order
+    expect: list[str] = field(default_factory=list)  # hostile ones: words the refusal must name
+    heading: str = "MUTANT"                            # or "HOSTILE"
 
     @property
     def toml_path(self) -> Path:
-        return MUTANTS_DIR / f"{self.exercise}.toml"
+        return (HOSTILE_DIR if self.heading == "HOSTILE" else MUTANTS_DIR) / f"{self.exercise}.toml"
 
     def source(self) -> str:
         """The current solution with the edits applied, headed by `// MUTANT <what>`."""
@@ -72,15 +81,19 @@ class Mutant:
                     f"{'not found' if found == 0 else 'found more than once'} in "
                     f"{solution.relative_to(toolchain.ROOT)}"
                     f"{' (after the edits before it)' if n > 1 else ''}: if the solution changed, fix this edit in "
-                    f"tests/mutants/{self.toml_path.name}")
+                    f"{self.toml_path.relative_to(toolchain.ROOT)}")
             text = text.replace(old, new, 1)
-        return f"// MUTANT {self.what}\n{text}"
+        return f"// {self.heading} {self.what}\n{text}"
 
     def write(self, directory: str | Path) -> Path:
         """Write the source to `<directory>/<exercise>/<name>.cu` and return that path."""
         path = Path(directory) / self.exercise / f"{self.name}.cu"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.source())
+        text = self.source()
+        if not path.exists() or path.read_text() != text:  # atomically: parallel tests read it
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(text)
+            os.replace(tmp, path)
         return path
 
 
@@ -92,27 +105,31 @@ def _occurrences(text: str, old: str) -> int:
     return 1 if text.find(old, first + 1) < 0 else 2
 
 
-def _load(path: Path) -> list[Mutant]:
+def _load(path: Path, hostile: bool = False) -> list[Mutant]:
     exercise = path.stem
+    where_file = path.relative_to(toolchain.ROOT)
+    required, optional = (_REQUIRED_HOSTILE, {}) if hostile else (_REQUIRED, _OPTIONAL)
     try:
         tables = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
-        raise MutantError(f"tests/mutants/{path.name}: {e}") from e
+        raise MutantError(f"{where_file}: {e}") from e
     mutants = []
     for name, t in tables.items():
-        where = f"tests/mutants/{path.name}, mutant {name}"
+        where = f"{where_file}, {'submission' if hostile else 'mutant'} {name}"
         if not isinstance(t, dict):
-            raise MutantError(f"{where}: a mutant is a table ([{name}]), not a value")
-        unknown = set(t) - set(_REQUIRED) - set(_OPTIONAL)
+            raise MutantError(f"{where}: an entry is a table ([{name}]), not a value")
+        unknown = set(t) - set(required) - set(optional)
         if unknown:
             raise MutantError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        for key, kind in _REQUIRED.items():
+        for key, kind in required.items():
             if not isinstance(t.get(key), kind):
                 raise MutantError(f"{where}: `{key}` is missing or not a {kind.__name__}")
         if "sanitizer" in t and not isinstance(t["sanitizer"], str):
             raise MutantError(f"{where}: `sanitizer` is not a string")
-        if t["group"] not in GROUPS:
+        if not hostile and t["group"] not in GROUPS:
             raise MutantError(f"{where}: group {t['group']!r} is not one of {', '.join(GROUPS)}")
+        if hostile and not (t["expect"] and all(isinstance(w, str) and w for w in t["expect"])):
+            raise MutantError(f"{where}: `expect` needs one or more non-empty strings")
         edits = []
         for n, e in enumerate(t["edit"], 1):
             if not (isinstance(e, dict) and set(e) == {"old", "new"} and isinstance(e["old"], str)
@@ -121,9 +138,14 @@ def _load(path: Path) -> list[Mutant]:
             edits.append((e["old"], e["new"]))
         if not edits:
             raise MutantError(f"{where}: no [[{name}.edit]]")
-        mutants.append(Mutant(key=f"{exercise}/{name}", exercise=exercise, name=name, what=t["what"],
-                              group=t["group"], reason=t["reason"], needs_gpu=t["needs_gpu"],
-                              sanitizer=t.get("sanitizer"), edits=edits))
+        if hostile:
+            mutants.append(Mutant(key=f"{exercise}/{name}", exercise=exercise, name=name, what=t["what"],
+                                  group="source", reason=t["expect"][0], needs_gpu=False, edits=edits,
+                                  expect=list(t["expect"]), heading="HOSTILE"))
+        else:
+            mutants.append(Mutant(key=f"{exercise}/{name}", exercise=exercise, name=name, what=t["what"],
+                                  group=t["group"], reason=t["reason"], needs_gpu=t["needs_gpu"],
+                                  sanitizer=t.get("sanitizer"), edits=edits))
     return mutants
 
 
@@ -137,6 +159,16 @@ def mutants_for(exercise_id: str) -> list[Mutant]:
     """The mutants of one exercise, sorted by name (none when it has no TOML file)."""
     path = MUTANTS_DIR / f"{exercise_id}.toml"
     return sorted(_load(path), key=lambda m: m.name) if path.exists() else []
+
+
+def hostile_submissions() -> dict[str, Mutant]:
+    """Every hostile submission of every tests/hostile/*.toml, by name (names are unique)."""
+    found = [m for path in sorted(HOSTILE_DIR.glob("*.toml")) for m in _load(path, hostile=True)]
+    names = [m.name for m in found]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise MutantError(f"tests/hostile: the name(s) {', '.join(dup)} are used more than once")
+    return {m.name: m for m in sorted(found, key=lambda m: m.name)}
 
 
 def written_dir() -> Path:
