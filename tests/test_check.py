@@ -128,3 +128,13 @@ def test_a_kernel_printing_megabytes_is_still_graded(tmp_path):
     text = text.replace('#include "course/common.cuh"', '#include <cstdio>\n#include "course/common.cuh"')
     result = check("day01.scale_add", source=_submit(tmp_path, text), perf=False, seeds=1, timeout=120)
     assert sum(i.group == "correctness" for i in result.items) > 3, str(result)
+
+
+def test_a_kernel_named_like_pytorchs_is_refused(tmp_path):
+    """compute-sanitizer skips PyTorch's kernels by name (config.SANITIZER_SKIP_KERNELS): a
+    submission's kernel may not carry such a name, or it would escape the sanitizer stage."""
+    text = SOLUTION.read_text().replace("scale_add_kernel", "native_scale_add_kernel")
+    result = check("day01.scale_add", source=_submit(tmp_path, text), perf=False, seeds=1)
+    item = next(i for i in result.items if i.name == "kernel names")
+    assert item.status == "fail" and "native_scale_add_kernel" in item.detail, str(result)
+    assert not result.ok

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from .. import build as _build
+from .. import config
 from ..build.exports import _strip_comments, parse_exports
 from ..spec import Exercise
 from .result import Result
@@ -79,6 +80,12 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
     if not report.kernels:
         result.add("sass", "kernels", "fail", "the cubin holds no kernel: is the __global__ function ever launched?")
         return None
+    reserved = [k.name for k in report.kernels if any(s in k.mangled for s in config.SANITIZER_SKIP_KERNELS)]
+    if reserved:
+        result.add("sass", "kernel names", "fail",
+                   f"{', '.join(reserved)}: a kernel's name (namespaces included) may not contain "
+                   f"{' or '.join(repr(s) for s in config.SANITIZER_SKIP_KERNELS)}: those are PyTorch's kernels, "
+                   "which the grader's compute-sanitizer stage does not check; rename it")
     worst = max(report.kernels, key=lambda k: k.registers)
     spills = [k for k in report.kernels if k.spill_stores or k.spill_loads or k.stack_bytes]
     regs_ok = worst.registers <= ex.max_registers

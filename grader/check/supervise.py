@@ -163,7 +163,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
 def _sanitizer_prefix(tool: str) -> list[str]:
     home = toolchain.cuda_home()
     exe = str(home / "bin" / "compute-sanitizer") if home else "compute-sanitizer"
-    return [exe, "--tool", tool, "--print-limit", "5"]
+    skip = ",".join(f"kns={name}" for name in config.SANITIZER_SKIP_KERNELS)
+    return [exe, "--tool", tool, "--print-limit", "5", "--kernel-name-exclude", skip]
 
 
 def _sanitizer_report(tool: str, log: str, result: Result) -> None:
