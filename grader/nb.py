@@ -1,5 +1,5 @@
 """Small helpers the notebooks share: the setup banner, GPU-or-skip, device printf capture,
-and bandwidth measurement of in-notebook kernels with the grader's timing protocol."""
+and bandwidth and TFLOP/s measurement of in-notebook kernels with the grader's timing protocol."""
 from __future__ import annotations
 
 import contextlib
@@ -79,6 +79,22 @@ def measure_bandwidth(fns: dict, nbytes: dict | int, include_copy: bool = True, 
     for k, t in timings.items():
         g = t.gbps(sizes[k])
         out[k] = {"gbps": g, "us": t.median_ms * 1e3, "copy_ratio": g / copy_gbps if copy_gbps else None}
+    _record(label, out)
+    return out
+
+
+def measure_tflops(fns: dict, flops: float, baseline: str | None = None, label: str = "") -> dict[str, dict]:
+    """Time callables interleaved (cold L2, CUDA events, median) and return, for each, TFLOP/s
+    for `flops` and, with `baseline` (the key of one of them, e.g. torch.matmul), the fraction
+    of the baseline's TFLOP/s timed alongside. `label` names it in the GPU verification report."""
+    from .bench import bench_interleaved
+
+    timings = bench_interleaved(dict(fns), max_reps=50, time_cap_s=2.0)
+    base_ms = timings[baseline].median_ms if baseline else None
+    out = {}
+    for k, t in timings.items():
+        out[k] = {"tflops": flops / (t.median_ms * 1e-3) / 1e12, "us": t.median_ms * 1e3,
+                  "ratio": base_ms / t.median_ms if base_ms else None}
     _record(label, out)
     return out
 

@@ -10,6 +10,7 @@
 #include "course/common.cuh"
 
 namespace {
+namespace v1 {  // the versions of a day build into one extension: names apart
 
 constexpr int TILE = 64, BK = 16, THREADS = 256;  // 16 x 16 threads, 4 x 4 outputs each
 
@@ -47,12 +48,13 @@ __global__ void __launch_bounds__(THREADS)
     for (int j = 0; j < 4; ++j) c[(m0 + 4 * ty + i) * n + n0 + 4 * tx + j] = __float2bfloat16_rn(acc[i][j]);
 }
 
+}  // namespace v1
 }  // namespace
 
 COURSE_EXPORT cudaError_t gemm_v1_cuda_cores_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b,
                                                   int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || k <= 0 || m % TILE || n % TILE || k % BK) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(n / TILE), static_cast<unsigned>(m / TILE));
-  gemm_cuda_cores_kernel<<<grid, THREADS, 0, stream>>>(c, a, b, n, k);
+  if (m <= 0 || n <= 0 || k <= 0 || m % v1::TILE || n % v1::TILE || k % v1::BK) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n / v1::TILE), static_cast<unsigned>(m / v1::TILE));
+  v1::gemm_cuda_cores_kernel<<<grid, v1::THREADS, 0, stream>>>(c, a, b, n, k);
   return cudaGetLastError();
 }

@@ -13,6 +13,7 @@
 #include "course/common.cuh"
 
 namespace {
+namespace v2 {  // the versions of a day build into one extension: names apart
 
 using namespace nvcuda;
 
@@ -59,13 +60,14 @@ __global__ void __launch_bounds__(THREADS)
   }
 }
 
+}  // namespace v2
 }  // namespace
 
 COURSE_EXPORT cudaError_t gemm_v2_wmma_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b,
                                             int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || k <= 0 || m % TILE || n % TILE || k % BK) return cudaErrorInvalidValue;
+  if (m <= 0 || n <= 0 || k <= 0 || m % v2::TILE || n % v2::TILE || k % v2::BK) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(n / TILE), static_cast<unsigned>(m / TILE));
-  gemm_wmma_kernel<<<grid, THREADS, 0, stream>>>(c, a, b, n, k);
+  const dim3 grid(static_cast<unsigned>(n / v2::TILE), static_cast<unsigned>(m / v2::TILE));
+  v2::gemm_wmma_kernel<<<grid, v2::THREADS, 0, stream>>>(c, a, b, n, k);
   return cudaGetLastError();
 }

@@ -10,6 +10,7 @@
 #include "course/mma.cuh"
 
 namespace {
+namespace v5 {  // the versions of a day build into one extension: names apart
 
 constexpr int TILE = 64, BK = 32, THREADS = 128;
 
@@ -67,14 +68,15 @@ __global__ void __launch_bounds__(THREADS)
   }
 }
 
+}  // namespace v5
 }  // namespace
 
 COURSE_EXPORT cudaError_t gemm_v5_mma_swizzled_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b,
                                                int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || k <= 0 || m % TILE || n % TILE || k % BK) return cudaErrorInvalidValue;
+  if (m <= 0 || n <= 0 || k <= 0 || m % v5::TILE || n % v5::TILE || k % v5::BK) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16 || reinterpret_cast<uintptr_t>(c) % 4)
     return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(n / TILE), static_cast<unsigned>(m / TILE));
-  gemm_mma_swizzled_kernel<<<grid, THREADS, 0, stream>>>(c, a, b, n, k);
+  const dim3 grid(static_cast<unsigned>(n / v5::TILE), static_cast<unsigned>(m / v5::TILE));
+  v5::gemm_mma_swizzled_kernel<<<grid, v5::THREADS, 0, stream>>>(c, a, b, n, k);
   return cudaGetLastError();
 }
