@@ -1,0 +1,205 @@
+// Your exercise: fill in the TODOs. Generated from solutions/day07/skinny_gemm.cu by `grader release` (stub-hash 3ba3fc932270).
+// Day 7 exercise: skinny GEMM, the decode-shaped matrix product, through a cp.async pipeline
+// (model: FlashInfer include/flashinfer/cp_async.cuh and permuted_smem.cuh).
+//
+//   x       [M, K]   fp16 or bf16, M = 1..16 tokens (decode: one token per sequence)
+//   weight  [N, K]   a linear layer's weight, row-major as PyTorch stores it
+//   y       [M, N]   y[m, n] = sum_k x[m, k] * weight[n, k]   (y = x @ weight.T)
+//
+// Arithmetic in fp32, one rounding when y is stored. With M <= 16 every weight element is used
+// M times at most: the kernel is memory-bound on the weight. Napkin math for bf16, N x K =
+// 4096 x 14336: the weight is 2 B * 58.7 M = 117 MB, x and y < 1 MB; at ~4.2 TB/s that is ~28 us.
+// The target is >= 0.90x the copy bandwidth for those bytes; cuBLAS (torch.matmul) reached only
+// ~0.69x on an H200 at these shapes. The 2 M N K flops are no problem for the tensor cores
+// (course::mma_16x8x16), but would be for fp32 FMAs: at M = 16 they would need ~90% of the SMs'
+// FMA peak to keep up with the memory.
+//
+// Design: the weight is cut into units of ROWS rows; each block walks its units' tiles of
+// ROWS x K_TILE (and the matching M x K_TILE of x) through a ring of STAGES shared-memory
+// buffers filled by cp.async, so that STAGES - 1 tiles are always on their way from DRAM while
+// the warps multiply the one that arrived. A grid of at most one wave of blocks, each taking
+// every G-th unit, keeps all SMs streaming to the end.
+#include "course/async.cuh"
+#include "course/mma.cuh"
+#include "course/vec.cuh"
+
+namespace {
+
+constexpr int SKINNY_STAGES = 4;  // 3 tiles in flight per block (120 KB): Little's law needs ~40 KB/SM
+constexpr int CHUNK = 8;          // elements per 16-byte copy
+
+// Shared memory holds a tile's rows of K_TILE elements in 16-byte chunks; in odd rows chunk c
+// is stored at c ^ 4. A warp's 16-byte reads (rows g and g + 1 at the same chunk, 8 lanes per
+// phase) then fall into the two different halves of the 32 banks: no conflicts, no padding.
+template <int K_TILE>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * K_TILE + ((chunk ^ ((row & 1) << 2)) * CHUNK);
+}
+
+// Given. The fallback copy for what 16-byte copies cannot do (K not a multiple of 8, or x or
+// weight not 16-byte aligned): plain loads, one element at a time, into the same layout,
+// zeros past the ends. It waits for its loads, so no tile is in flight while it runs.
+template <typename T, int ROWS, int MTOK, int K_TILE, int THREADS>
+__device__ void load_tile_sync(T* stage, const T* __restrict__ x, const T* __restrict__ weight, int64_t M,
+                               int64_t N, int64_t K, int64_t n0, int64_t k0) {
+  constexpr int CHUNKS_PER_ROW = K_TILE / CHUNK;
+  const T zero = course::from_float<T>(0.0f);
+  for (int q = threadIdx.x; q < (ROWS + MTOK) * CHUNKS_PER_ROW; q += THREADS) {
+    const int row = q / CHUNKS_PER_ROW, c = q % CHUNKS_PER_ROW;  // rows ROWS.. are x's tokens
+    const bool is_w = row < ROWS;
+    const int64_t r = is_w ? n0 + row : row - ROWS;
+    const T* src = is_w ? weight + r * K : x + r * K;
+    course::vec_t<T, CHUNK> v;
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) {
+      const int64_t k = k0 + c * CHUNK + j;
+      v[j] = (r < (is_w ? N : M) && k < K) ? src[k] : zero;
+    }
+    v.store(stage + swizzled<K_TILE>(row, c));
+  }
+}
+
+// Given. One warp's share of one stage: rows 16 rg .. 16 rg + 15 of the tile times all MTOK
+// tokens, over half of K_TILE (k half kh). Lane (g, t) reads 16 bytes (8 k values) of weight rows
+// g and g + 8 and of token rows g (and g + 8), and hands them to the tensor cores in the k slots
+// of its own fragment: k order does not matter in a dot product, as long as A and B agree.
+template <typename T, int ROWS, int MTOK, int K_TILE>
+__device__ __forceinline__ void warp_tile_mma(const T* stage, int rg, int kh, float (&acc)[MTOK / 8][4]) {
+  constexpr int STEPS = K_TILE / 2 / 32;  // 32 k values (two mma k16 steps) per step
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const T* sw = stage;                  // (ROWS, K_TILE) weight tile
+  const T* sx = stage + ROWS * K_TILE;  // (MTOK, K_TILE) x tile
+#pragma unroll
+  for (int s = 0; s < STEPS; ++s) {
+    const int c = (kh * STEPS + s) * 4 + t;  // this lane's chunk of the rows
+    const uint4 w0 = *reinterpret_cast<const uint4*>(sw + swizzled<K_TILE>(rg * 16 + g, c));
+    const uint4 w1 = *reinterpret_cast<const uint4*>(sw + swizzled<K_TILE>(rg * 16 + g + 8, c));
+    const uint32_t a_lo[4] = {w0.x, w1.x, w0.y, w1.y}, a_hi[4] = {w0.z, w1.z, w0.w, w1.w};
+#pragma unroll
+    for (int h = 0; h < MTOK / 8; ++h) {  // tokens 0-7, then 8-15
+      const uint4 xv = *reinterpret_cast<const uint4*>(sx + swizzled<K_TILE>(h * 8 + g, c));
+      const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
+      course::mma_16x8x16<T>(acc[h], a_lo, b_lo);
+      course::mma_16x8x16<T>(acc[h], a_hi, b_hi);
+    }
+  }
+}
+
+// Given. The end of a unit: the two k halves' sums meet in shared memory, and the warps of k
+// half 0 round once and store. Lane (g, t) holds rows g and g + 8, tokens 2t and 2t + 1 (+8 h).
+template <typename T, int ROW_GROUPS, int MTOK>
+__device__ void store_unit(T* __restrict__ y, float* red, float (&acc)[MTOK / 8][4], int rg, int kh, int64_t M,
+                           int64_t N, int64_t n0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float* mine = red + (rg * 32 + lane) * (MTOK / 2);  // (ROW_GROUPS, 32 lanes, MTOK / 2)
+  if (kh == 1) {
+#pragma unroll
+    for (int h = 0; h < MTOK / 8; ++h)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mine[h * 4 + i] = acc[h][i];
+  }
+  __syncthreads();
+  if (kh == 0) {
+#pragma unroll
+    for (int h = 0; h < MTOK / 8; ++h) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t n = n0 + rg * 16 + g + (i / 2) * 8, m = h * 8 + 2 * t + i % 2;
+        if (n < N && m < M) y[m * N + n] = course::from_float<T>(acc[h][i] + mine[h * 4 + i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < MTOK / 8; ++h)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[h][i] = 0.0f;
+}
+
+// Tiles of ROWS x K_TILE weight (16 ROW_GROUPS rows) and MTOK x K_TILE x, through a ring of
+// STAGES buffers. Warps: ROW_GROUPS x 2 k halves. The block takes units blockIdx.x, + gridDim.x,
+// ...; its tiles are numbered f = 0, 1, ... across its units (unit f / KT, k tile f % KT), so the
+// pipeline runs on from one unit into the next without draining.
+template <typename T, int ROW_GROUPS, int K_TILE, int MTOK, int STAGES>
+__global__ void __launch_bounds__(64 * ROW_GROUPS)
+    skinny_gemm_kernel(T* __restrict__ y, const T* __restrict__ x, const T* __restrict__ weight, int64_t M,
+                       int64_t N, int64_t K, bool aligned) {
+  constexpr int ROWS = 16 * ROW_GROUPS, THREADS = 64 * ROW_GROUPS;
+  constexpr int STAGE_ELEMS = (ROWS + MTOK) * K_TILE;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* stages = reinterpret_cast<T*>(smem_raw);                          // (STAGES, ROWS + MTOK, K_TILE)
+  float* red = reinterpret_cast<float*>(stages + STAGES * STAGE_ELEMS);  // (ROW_GROUPS, 32, MTOK / 2)
+
+  const int warp = threadIdx.x / 32, rg = warp % ROW_GROUPS, kh = warp / ROW_GROUPS;
+  const int KT = K > 0 ? static_cast<int>(course::ceil_div<int64_t>(K, K_TILE)) : 1;  // K = 0: y = 0
+  const int64_t units = course::ceil_div<int64_t>(N, ROWS);
+  const int tiles = static_cast<int>(course::ceil_div<int64_t>(units - blockIdx.x, gridDim.x)) * KT;
+  float acc[MTOK / 8][4] = {};
+
+  // TODO: stream this block's `tiles` tiles through the STAGES buffers with cp.async.
+  // Tile f belongs to unit u = blockIdx.x + (f / KT) * gridDim.x: weight rows n0 = u * ROWS
+  // .. n0 + ROWS - 1, and k0 = (f % KT) * K_TILE; it goes to buffer stages + (f % STAGES) *
+  // STAGE_ELEMS, weight rows first, then MTOK rows of x, chunk c of row r at
+  // swizzled<K_TILE>(r, c). Chunks past N, M or K must hold zeros.
+  // 1. A loader: with `aligned`, one course::cp_async_zfill<16, ...> per 16-byte chunk
+  //    (CacheHint::cg for the weight, streamed once; CacheHint::ca for x, read by every block);
+  //    otherwise load_tile_sync(...).
+  // 2. Prologue: tiles 0 .. STAGES - 2, one commit group each (commit even when empty).
+  // 3. For each f: wait until tile f has landed (course::cp_async_wait<STAGES - 2>), then
+  //    __syncthreads(); load tile f + STAGES - 1 into the buffer tile f - 1 used; commit;
+  //    warp_tile_mma on tile f; after a unit's last k tile, store_unit(...).
+  (void)rg; (void)kh; (void)tiles; (void)red; (void)stages; (void)acc;
+}
+
+template <typename T, int ROW_GROUPS, int K_TILE, int MTOK>
+cudaError_t launch_skinny(T* y, const T* x, const T* weight, int64_t M, int64_t N, int64_t K, bool aligned,
+                          cudaStream_t stream) {
+  constexpr int ROWS = 16 * ROW_GROUPS, THREADS = 64 * ROW_GROUPS;
+  constexpr int SMEM = SKINNY_STAGES * (ROWS + MTOK) * K_TILE * static_cast<int>(sizeof(T)) +
+                       ROW_GROUPS * 32 * (MTOK / 2) * static_cast<int>(sizeof(float));
+  auto kernel = skinny_gemm_kernel<T, ROW_GROUPS, K_TILE, MTOK, SKINNY_STAGES>;
+  // Asked once per process (per instantiation): the launch itself must stay cheap.
+  static int resident = 0;
+  if (resident == 0) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    if (err != cudaSuccess) return err;
+    int device = 0, sms = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, SMEM);
+    if (err != cudaSuccess) return err;
+    resident = sms * (per_sm > 0 ? per_sm : 1);
+  }
+  // One wave at most: units split as evenly as whole units allow (e.g. 448 units of 32 rows
+  // on 132 SMs: 4 waves' worth, so 112 blocks of exactly 4 units each).
+  const int64_t units = course::ceil_div<int64_t>(N, ROWS);
+  const int64_t waves = course::ceil_div<int64_t>(units, resident);
+  const int64_t grid = course::ceil_div<int64_t>(units, waves);
+  kernel<<<static_cast<unsigned>(grid), THREADS, SMEM, stream>>>(y, x, weight, M, N, K, aligned);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t skinny_gemm(T* y, const T* x, const T* weight, int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if (M < 0 || M > 16 || N < 0 || K < 0 || N > INT32_MAX) return cudaErrorInvalidValue;
+  if (M == 0 || N == 0) return cudaSuccess;
+  // 16-byte copies need every row of x and weight to start on 16 bytes: K a multiple of 8 and
+  // aligned base pointers (a tensor slice can start anywhere). y is written element by element.
+  const bool aligned = K % CHUNK == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(weight) % 16 == 0;
+  // Up to 8 tokens: units of 32 rows, 512-wide k tiles. 9-16 tokens: 64 rows and 256-wide tiles,
+  // so that x (re-read from L2 by every unit) stays a quarter of the weight's bytes per tile.
+  if (M <= 8) return launch_skinny<T, 2, 512, 8>(y, x, weight, M, N, K, aligned, stream);
+  return launch_skinny<T, 4, 256, 16>(y, x, weight, M, N, K, aligned, stream);
+}
+
+}  // namespace
+
+COURSE_EXPORT cudaError_t skinny_gemm_fp16(__half* y, const __half* x, const __half* weight, int64_t M, int64_t N,
+                                           int64_t K, cudaStream_t stream) {
+  return skinny_gemm(y, x, weight, M, N, K, stream);
+}
+
+COURSE_EXPORT cudaError_t skinny_gemm_bf16(__nv_bfloat16* y, const __nv_bfloat16* x, const __nv_bfloat16* weight,
+                                           int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  return skinny_gemm(y, x, weight, M, N, K, stream);
+}
