@@ -8,23 +8,23 @@
 // Arithmetic in fp32, one rounding when y is stored. With M <= 16 every weight element is used
 // M times at most: the kernel is memory-bound on the weight. Napkin math for bf16, N x K =
 // 4096 x 14336: the weight is 2 B * 58.7 M = 117 MB, x and y < 1 MB; at ~4.2 TB/s that is ~28 us.
-// The target is >= 0.90x the copy bandwidth for those bytes; cuBLAS (torch.matmul) reached only
-// ~0.69x on an H200 at these shapes. The 2 M N K flops are no problem for the tensor cores
+// The target is >= 0.90x the bandwidth of a copy of those bytes; on an H200, cuBLAS (torch.matmul)
+// measured 0.77-0.86x of that copy at these shapes. The 2 M N K flops are no problem for the tensor cores
 // (course::mma_16x8x16), but would be for fp32 FMAs: at M = 16 they would need ~90% of the SMs'
 // FMA peak to keep up with the memory.
 //
 // Design: the weight is cut into units of ROWS rows; each block walks its units' tiles of
 // ROWS x K_TILE (and the matching M x K_TILE of x) through a ring of STAGES shared-memory
 // buffers filled by cp.async, so that STAGES - 1 tiles are always on their way from DRAM while
-// the warps multiply the one that arrived. A grid of at most one wave of blocks, each taking
-// every G-th unit, keeps all SMs streaming to the end.
+// the warps multiply the one that arrived; KSPLIT warps share each 16-row group's tile, each
+// taking a part of its k range. A grid of at most one wave of blocks, each taking every G-th
+// unit, keeps all SMs streaming to the end.
 #include "course/async.cuh"
 #include "course/mma.cuh"
 #include "course/vec.cuh"
 
 namespace {
 
-constexpr int SKINNY_STAGES = 4;  // 3 tiles in flight per block (120 KB): Little's law needs ~40 KB/SM
 constexpr int CHUNK = 8;          // elements per 16-byte copy
 
 // Shared memory holds a tile's rows of K_TILE elements in 16-byte chunks; in odd rows chunk c
@@ -59,12 +59,13 @@ __device__ void load_tile_sync(T* stage, const T* __restrict__ x, const T* __res
 }
 
 // Given. One warp's share of one stage: rows 16 rg .. 16 rg + 15 of the tile times all MTOK
-// tokens, over half of K_TILE (k half kh). Lane (g, t) reads 16 bytes (8 k values) of weight rows
+// tokens, over one KSPLIT-th of K_TILE (k part kh). Lane (g, t) reads 16 bytes (8 k values) of weight rows
 // g and g + 8 and of token rows g (and g + 8), and hands them to the tensor cores in the k slots
 // of its own fragment: k order does not matter in a dot product, as long as A and B agree.
-template <typename T, int ROWS, int MTOK, int K_TILE>
+template <typename T, int ROWS, int MTOK, int K_TILE, int KSPLIT>
 __device__ __forceinline__ void warp_tile_mma(const T* stage, int rg, int kh, float (&acc)[MTOK / 8][4]) {
-  constexpr int STEPS = K_TILE / 2 / 32;  // 32 k values (two mma k16 steps) per step
+  constexpr int STEPS = K_TILE / KSPLIT / 32;  // 32 k values (two mma k16 steps) per step
+  static_assert(STEPS >= 1, "K_TILE must hold 32 k values per k part");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const T* sw = stage;                  // (ROWS, K_TILE) weight tile
   const T* sx = stage + ROWS * K_TILE;  // (MTOK, K_TILE) x tile
@@ -84,14 +85,15 @@ __device__ __forceinline__ void warp_tile_mma(const T* stage, int rg, int kh, fl
   }
 }
 
-// Given. The end of a unit: the two k halves' sums meet in shared memory, and the warps of k
-// half 0 round once and store. Lane (g, t) holds rows g and g + 8, tokens 2t and 2t + 1 (+8 h).
-template <typename T, int ROW_GROUPS, int MTOK>
+// Given. The end of a unit: the k parts' sums meet in shared memory, and the warps of k part 0
+// add them, round once and store. Lane (g, t) holds rows g and g + 8, tokens 2t and 2t + 1 (+8 h).
+template <typename T, int ROW_GROUPS, int MTOK, int KSPLIT>
 __device__ void store_unit(T* __restrict__ y, float* red, float (&acc)[MTOK / 8][4], int rg, int kh, int64_t M,
                            int64_t N, int64_t n0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float* mine = red + (rg * 32 + lane) * (MTOK / 2);  // (ROW_GROUPS, 32 lanes, MTOK / 2)
-  if (kh == 1) {
+  constexpr int SLOT = ROW_GROUPS * 32 * (MTOK / 2);  // red: (KSPLIT - 1, ROW_GROUPS, 32 lanes, MTOK / 2)
+  float* mine = red + (kh > 0 ? kh - 1 : 0) * SLOT + (rg * 32 + lane) * (MTOK / 2);
+  if (kh > 0) {
 #pragma unroll
     for (int h = 0; h < MTOK / 8; ++h)
 #pragma unroll
@@ -103,8 +105,11 @@ __device__ void store_unit(T* __restrict__ y, float* red, float (&acc)[MTOK / 8]
     for (int h = 0; h < MTOK / 8; ++h) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
+        float sum = acc[h][i];
+#pragma unroll
+        for (int part = 0; part < KSPLIT - 1; ++part) sum += mine[part * SLOT + h * 4 + i];
         const int64_t n = n0 + rg * 16 + g + (i / 2) * 8, m = h * 8 + 2 * t + i % 2;
-        if (n < N && m < M) y[m * N + n] = course::from_float<T>(acc[h][i] + mine[h * 4 + i]);
+        if (n < N && m < M) y[m * N + n] = course::from_float<T>(sum);
       }
     }
   }
@@ -115,18 +120,18 @@ __device__ void store_unit(T* __restrict__ y, float* red, float (&acc)[MTOK / 8]
 }
 
 // Tiles of ROWS x K_TILE weight (16 ROW_GROUPS rows) and MTOK x K_TILE x, through a ring of
-// STAGES buffers. Warps: ROW_GROUPS x 2 k halves. The block takes units blockIdx.x, + gridDim.x,
+// STAGES buffers. Warps: ROW_GROUPS x KSPLIT k parts. The block takes units blockIdx.x, + gridDim.x,
 // ...; its tiles are numbered f = 0, 1, ... across its units (unit f / KT, k tile f % KT), so the
 // pipeline runs on from one unit into the next without draining.
-template <typename T, int ROW_GROUPS, int K_TILE, int MTOK, int STAGES>
-__global__ void __launch_bounds__(64 * ROW_GROUPS)
+template <typename T, int ROW_GROUPS, int KSPLIT, int K_TILE, int MTOK, int STAGES>
+__global__ void __launch_bounds__(32 * ROW_GROUPS * KSPLIT)
     skinny_gemm_kernel(T* __restrict__ y, const T* __restrict__ x, const T* __restrict__ weight, int64_t M,
                        int64_t N, int64_t K, bool aligned) {
-  constexpr int ROWS = 16 * ROW_GROUPS, THREADS = 64 * ROW_GROUPS;
+  constexpr int ROWS = 16 * ROW_GROUPS, THREADS = 32 * ROW_GROUPS * KSPLIT;
   constexpr int STAGE_ELEMS = (ROWS + MTOK) * K_TILE;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* stages = reinterpret_cast<T*>(smem_raw);                          // (STAGES, ROWS + MTOK, K_TILE)
-  float* red = reinterpret_cast<float*>(stages + STAGES * STAGE_ELEMS);  // (ROW_GROUPS, 32, MTOK / 2)
+  float* red = reinterpret_cast<float*>(stages + STAGES * STAGE_ELEMS);  // (KSPLIT - 1, ROW_GROUPS, 32, MTOK / 2)
 
   const int warp = threadIdx.x / 32, rg = warp % ROW_GROUPS, kh = warp / ROW_GROUPS;
   const int KT = K > 0 ? static_cast<int>(course::ceil_div<int64_t>(K, K_TILE)) : 1;  // K = 0: y = 0
@@ -191,23 +196,23 @@ __global__ void __launch_bounds__(64 * ROW_GROUPS)
     __syncthreads();                      // ... and everyone else's
     if (f + STAGES - 1 < tiles) load_tile(f + STAGES - 1);
     course::cp_async_commit();
-    warp_tile_mma<T, ROWS, MTOK, K_TILE>(stages + (f % STAGES) * STAGE_ELEMS, rg, kh, acc);
+    warp_tile_mma<T, ROWS, MTOK, K_TILE, KSPLIT>(stages + (f % STAGES) * STAGE_ELEMS, rg, kh, acc);
     if (f % KT == KT - 1) {
       const int64_t n0 = (blockIdx.x + static_cast<int64_t>(f / KT) * gridDim.x) * ROWS;
-      store_unit<T, ROW_GROUPS, MTOK>(y, red, acc, rg, kh, M, N, n0);
+      store_unit<T, ROW_GROUPS, MTOK, KSPLIT>(y, red, acc, rg, kh, M, N, n0);
     }
   }
   course::cp_async_wait<0>();  // leave no copy in flight (the trailing groups are empty)
   // END SOLUTION
 }
 
-template <typename T, int ROW_GROUPS, int K_TILE, int MTOK>
+template <typename T, int ROW_GROUPS, int KSPLIT, int K_TILE, int MTOK, int STAGES>
 cudaError_t launch_skinny(T* y, const T* x, const T* weight, int64_t M, int64_t N, int64_t K, bool aligned,
                           cudaStream_t stream) {
-  constexpr int ROWS = 16 * ROW_GROUPS, THREADS = 64 * ROW_GROUPS;
-  constexpr int SMEM = SKINNY_STAGES * (ROWS + MTOK) * K_TILE * static_cast<int>(sizeof(T)) +
-                       ROW_GROUPS * 32 * (MTOK / 2) * static_cast<int>(sizeof(float));
-  auto kernel = skinny_gemm_kernel<T, ROW_GROUPS, K_TILE, MTOK, SKINNY_STAGES>;
+  constexpr int ROWS = 16 * ROW_GROUPS, THREADS = 32 * ROW_GROUPS * KSPLIT;
+  constexpr int SMEM = STAGES * (ROWS + MTOK) * K_TILE * static_cast<int>(sizeof(T)) +
+                       (KSPLIT > 1 ? KSPLIT - 1 : 1) * ROW_GROUPS * 32 * (MTOK / 2) * static_cast<int>(sizeof(float));
+  auto kernel = skinny_gemm_kernel<T, ROW_GROUPS, KSPLIT, K_TILE, MTOK, STAGES>;
   // Asked once per process (per instantiation): the launch itself must stay cheap.
   static int resident = 0;
   if (resident == 0) {
@@ -221,7 +226,7 @@ cudaError_t launch_skinny(T* y, const T* x, const T* weight, int64_t M, int64_t 
     resident = sms * (per_sm > 0 ? per_sm : 1);
   }
   // One wave at most: units split as evenly as whole units allow (e.g. 448 units of 32 rows
-  // on 132 SMs: 4 waves' worth, so 112 blocks of exactly 4 units each).
+  // on 264 resident blocks: 2 waves' worth, so 224 blocks of exactly 2 units each).
   const int64_t units = course::ceil_div<int64_t>(N, ROWS);
   const int64_t waves = course::ceil_div<int64_t>(units, resident);
   const int64_t grid = course::ceil_div<int64_t>(units, waves);
@@ -237,10 +242,23 @@ cudaError_t skinny_gemm(T* y, const T* x, const T* weight, int64_t M, int64_t N,
   // aligned base pointers (a tensor slice can start anywhere). y is written element by element.
   const bool aligned = K % CHUNK == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(weight) % 16 == 0;
-  // Up to 8 tokens: units of 32 rows, 512-wide k tiles. 9-16 tokens: 64 rows and 256-wide tiles,
-  // so that x (re-read from L2 by every unit) stays a quarter of the weight's bytes per tile.
-  if (M <= 8) return launch_skinny<T, 2, 512, 8>(y, x, weight, M, N, K, aligned, stream);
-  return launch_skinny<T, 4, 256, 16>(y, x, weight, M, N, K, aligned, stream);
+  // The shapes, measured on an H200 (a sweep of row groups, k parts, tiles and stages; see the
+  // notebook): with few rows (N = 4096: 256 units of 16 rows for 132 SMs) small units of 16 rows,
+  // their k tiles shared by 4 (up to 8 tokens) or 8 warps, keep every SM streaming; with many
+  // rows, units of 32 (64 for 9-16 tokens) rows read x from L2 less often per weight byte.
+  static int sms = 0;
+  if (sms == 0) {
+    int device = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  }
+  const bool few_rows = course::ceil_div<int64_t>(N, 32) < 2 * static_cast<int64_t>(sms);
+  if (M <= 8) {
+    if (few_rows) return launch_skinny<T, 1, 4, 512, 8, 4>(y, x, weight, M, N, K, aligned, stream);
+    return launch_skinny<T, 2, 2, 256, 8, 4>(y, x, weight, M, N, K, aligned, stream);
+  }
+  if (few_rows) return launch_skinny<T, 1, 8, 512, 16, 3>(y, x, weight, M, N, K, aligned, stream);
+  return launch_skinny<T, 4, 2, 256, 16, 4>(y, x, weight, M, N, K, aligned, stream);
 }
 
 }  // namespace
