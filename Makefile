@@ -23,7 +23,7 @@ EX ?= day01.scale_add
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	@echo "Setting up $(VENV): PyTorch with CUDA, JupyterLab and the course's tools (about 3 GB to download, 6.5 GB on disk; once)..."
+	@echo "Setting up $(VENV): PyTorch with CUDA, JupyterLab and the course's tools (about 3.2 GB to download, 5.9 GB on disk; once)..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[lab,dev]'

@@ -38,12 +38,15 @@ def _working(what: str):
     if not sys.stderr.isatty():
         yield
         return
+    from .build.extension import BUILDING
+
     done, t0 = threading.Event(), time.perf_counter()
 
     def tick():
         while not done.wait(1.0):
-            sys.stderr.write(f"\r{what} {time.perf_counter() - t0:.0f} s")
-            sys.stderr.flush()
+            if not BUILDING.is_set():  # a build shows its own progress line meanwhile
+                sys.stderr.write(f"\r{what} {time.perf_counter() - t0:.0f} s")
+                sys.stderr.flush()
 
     sys.stderr.write(what)
     sys.stderr.flush()

@@ -27,6 +27,9 @@ WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
 BINDING_VERSION = "3"  # bump when generate_binding's output changes
 
 
+BUILDING = threading.Event()  # set while a build prints its progress (the CLI's ticker keeps quiet)
+
+
 class _Progress:
     """Progress a person can see while a build runs: a line as it starts (saying when this build also
     makes torch's precompiled header, the slow first one), seconds ticking on a terminal or in a
@@ -47,7 +50,9 @@ class _Progress:
 
     def __enter__(self):
         if not self.quiet:
-            print(self.line, end="" if self._ticker else "\n", flush=True)
+            BUILDING.set()
+            clear = "\r\033[K" if self.tick_s == 1.0 else ""  # a terminal: over the CLI's own ticker line
+            print(clear + self.line, end="" if self._ticker else "\n", flush=True)
             if self._ticker:
                 self._ticker.start()
         return self
@@ -59,6 +64,7 @@ class _Progress:
         self.seconds = time.perf_counter() - self.t0
         if self.quiet:
             return
+        BUILDING.clear()
         end = f"built in {self.seconds:.1f} s." if exc[0] is None else f"failed after {self.seconds:.1f} s."
         if self._ticker:
             print(f"\r{self.line} {end}", flush=True)
