@@ -109,7 +109,7 @@ def cmd_verify(args) -> int:
         return class_benchmark(args.out, args.class_benchmark)
     if args.self_test:
         return self_test(args.out)
-    return verify(args.out, notebooks=not args.no_notebooks)
+    return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only)
 
 
 def _gpu() -> bool:
@@ -158,7 +158,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
     p.add_argument("--self-test", action="store_true",
                    help="instead: every known-wrong submission, the grader's GPU tests, solutions over 20 seeds")
-    p.add_argument("--no-notebooks", action="store_true")
+    p.add_argument("--no-notebooks", action="store_true", help="builds, solutions and stubs only")
+    p.add_argument("--notebooks-only", action="store_true",
+                   help="only the notebooks (nbval), into gpu-notebooks.md/.json: the halves fit a 10-minute command each")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")
     p.set_defaults(fn=cmd_verify)

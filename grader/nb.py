@@ -103,21 +103,33 @@ def record(label: str, name: str, **metrics) -> None:
 
 # ----------------------------------------------------- the committed GPU report, where there is no GPU
 REPORT = toolchain.ROOT / "reports" / "gpu-verification.json"
+NOTEBOOK_REPORT = toolchain.ROOT / "reports" / "gpu-notebooks.json"  # `verify --notebooks-only`, where run apart
 
 
-def gpu_report() -> dict | None:
-    """The committed GPU verification run (reports/gpu-verification.json), or None."""
+def _load(path):
     import json
 
     try:
-        return json.loads(REPORT.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def report_caption() -> str:
+def gpu_report() -> dict | None:
+    """The committed GPU verification run (reports/gpu-verification.json), or None. Where the
+    notebooks ran apart (reports/gpu-notebooks.json), their measurements come from that run,
+    with its environment as "notebook_environment"."""
+    report, notebooks = _load(REPORT), _load(NOTEBOOK_REPORT)
+    if notebooks and notebooks.get("notebook_measurements"):
+        report = dict(report or {"environment": notebooks.get("environment", {})})
+        report["notebook_measurements"] = notebooks["notebook_measurements"]
+        report["notebook_environment"] = notebooks.get("environment", {})
+    return report
+
+
+def report_caption(env: dict | None = None) -> str:
     """'measured on NVIDIA H200 on 2026-11-23 (committed GPU report)': how a fallback plot is labelled."""
-    env = (gpu_report() or {}).get("environment", {})
+    env = env if env is not None else (gpu_report() or {}).get("environment", {})
     return f"measured on {env.get('gpu', 'a GPU')} on {env.get('date', '?').split()[0]} (committed GPU report)"
 
 
@@ -130,10 +142,11 @@ def reported(label: str, what: str = "") -> dict[str, dict] | None:
     """The measurements a notebook recorded under `label` (nb.measure_bandwidth(label=...) or nb.record)
     in the committed GPU report, as {name: metrics} like measure_bandwidth returns; None if the report
     has none. With `what`, first says plainly that this machine cannot measure it and whose numbers follow."""
-    rows = [m for m in (gpu_report() or {}).get("notebook_measurements", []) if m.get("label") == label]
+    report = gpu_report() or {}
+    rows = [m for m in report.get("notebook_measurements", []) if m.get("label") == label]
     if what:
         if rows:
-            print(f"No GPU here: {what} shows the numbers {report_caption()}, not this machine's.")
+            print(f"No GPU here: {what} shows the numbers {_notebook_caption(report)}, not this machine's.")
         else:
             print(f"Skipped: {what} needs a CUDA GPU, and the committed GPU report has no '{label}' to show instead.")
     if not rows:
@@ -147,7 +160,11 @@ def measured_or_reported(here: dict | None, label: str, what: str) -> tuple[dict
     if toolchain.has_gpu() and here is not None:
         return here, ""
     found = reported(label, what)
-    return found, (report_caption() if found else "")
+    return found, (_notebook_caption(gpu_report() or {}) if found else "")
+
+
+def _notebook_caption(report: dict) -> str:
+    return report_caption(report.get("notebook_environment") or report.get("environment", {}))
 
 
 def reported_result(exercise: str):
