@@ -36,7 +36,7 @@ lab: setup
 	$(LAB_CMD)
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15
 
 doctor: setup
 	$(PY) -m grader doctor
