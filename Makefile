@@ -5,10 +5,25 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup lab test doctor
+# JupyterLab as `make lab` starts it (tests/test_browser.py starts it the same way, through make):
+# rooted at the course, so notebooks/ and kernels/ are both in its file browser; opening on Day 1;
+# with the course's Lab extension and settings (lab/labextensions: .cu and .cuh as C++, 2-space
+# indent); --allow-root where it runs as root, as on most GPU cloud images. LAB_ARGS adds options,
+# e.g. make lab LAB_ARGS="--no-browser --port=8899" (on a remote GPU machine, then
+# ssh -L 8899:localhost:8899 that-machine and open the printed URL on your own computer).
+DAY1     := notebooks/day01_cuda_model_and_jit.ipynb
+LAB_ARGS ?=
+LAB_CMD   = $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
+	--LabApp.default_url=/lab/tree/$(DAY1) \
+	--LabApp.extra_labextensions_path="$(CURDIR)/lab/labextensions" \
+	$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+EX ?= day01.scale_add
+
+.PHONY: setup lab test doctor check list
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
+	@echo "Setting up $(VENV): PyTorch with CUDA, JupyterLab and the course's tools (about 3.2 GB to download, 5.9 GB on disk; once)..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[lab,dev]'
@@ -17,10 +32,18 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	@echo "Starting JupyterLab on Day 1 ($(DAY1)), rooted at $(CURDIR). Open the http://...?token=... URL it prints below; Ctrl-C stops it."
+	$(LAB_CMD)
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15
 
 doctor: setup
 	$(PY) -m grader doctor
+
+# The grader with the course's interpreter: make check EX=day02.silu_and_mul
+check: setup
+	$(PY) -m grader check $(EX)
+
+list: setup
+	$(PY) -m grader list

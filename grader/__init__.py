@@ -5,6 +5,7 @@
 """
 from . import toolchain
 
+toolchain.quiet_torch_notices()  # torch's "No CUDA runtime is found" on machines without a GPU
 toolchain.cuda_home()  # torch reads CUDA_HOME once, when cpp_extension is first imported
 
 from .check import check  # noqa: E402

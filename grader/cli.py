@@ -6,8 +6,13 @@ plugin (`pytest --grader day02.silu_and_mul ...`), so both accept the same flags
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import sys
+import threading
+import time
+from pathlib import Path
 
 from . import config
 from .options import OPTIONS, check_kwargs
@@ -26,6 +31,36 @@ def cmd_list(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _working(what: str):
+    """On a terminal: `what` with the seconds ticking while it runs, wiped when done (the build inside
+    prints its own lines); elsewhere (a log, a pipe) nothing."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from .build.extension import BUILDING
+
+    done, t0 = threading.Event(), time.perf_counter()
+
+    def tick():
+        while not done.wait(1.0):
+            if not BUILDING.is_set():  # a build shows its own progress line meanwhile
+                sys.stderr.write(f"\r{what} {time.perf_counter() - t0:.0f} s")
+                sys.stderr.flush()
+
+    sys.stderr.write(what)
+    sys.stderr.flush()
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        sys.stderr.write("\r" + " " * (len(what) + 8) + "\r")
+        sys.stderr.flush()
+
+
 def cmd_check(args) -> int:
     from .check import check
 
@@ -39,7 +74,9 @@ def cmd_check(args) -> int:
             print(e.args[0], file=sys.stderr)
             code |= 2
             continue
-        result = check(ex_id, **check_kwargs(lambda k: getattr(args, k.replace("-", "_"))))
+        how = "build, run on the GPU, time" if _gpu() else "compile and inspect; no GPU here"
+        with _working(f"checking {ex_id} ({how})..."):
+            result = check(ex_id, **check_kwargs(lambda k: getattr(args, k.replace("-", "_"))))
         print(json.dumps(result.as_dict(), indent=1) if args.json else result)
         code |= 0 if result.ok else 1
     return code
@@ -72,7 +109,22 @@ def cmd_verify(args) -> int:
         return class_benchmark(args.out, args.class_benchmark)
     if args.self_test:
         return self_test(args.out)
-    return verify(args.out, notebooks=not args.no_notebooks)
+    return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only)
+
+
+def _gpu() -> bool:
+    from . import toolchain
+
+    return toolchain.has_gpu()
+
+
+# Commands that build or run kernels: they need the course's interpreter (torch and the CUDA tools).
+NEEDS_TORCH = {"check", "grade", "verify"}
+
+
+def _course_python() -> str:
+    venv = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
+    return str(venv.relative_to(Path.cwd())) if venv.is_relative_to(Path.cwd()) else str(venv)
 
 
 def main(argv=None) -> int:
@@ -106,11 +158,18 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
     p.add_argument("--self-test", action="store_true",
                    help="instead: every known-wrong submission, the grader's GPU tests, solutions over 20 seeds")
-    p.add_argument("--no-notebooks", action="store_true")
+    p.add_argument("--no-notebooks", action="store_true", help="builds, solutions and stubs only")
+    p.add_argument("--notebooks-only", action="store_true",
+                   help="only the notebooks (nbval), into gpu-notebooks.md/.json: the halves fit a 10-minute command each")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")
     p.set_defaults(fn=cmd_verify)
     args = parser.parse_args(argv)
+    if args.command in NEEDS_TORCH and importlib.util.find_spec("torch") is None:
+        print(f"This Python ({sys.executable}) has no PyTorch, which `{args.command}` needs. Run the grader with "
+              f"the course's interpreter: {_course_python()} -m grader {args.command} ... "
+              "(`make setup` creates it; or `make check EX=day02.silu_and_mul`).", file=sys.stderr)
+        return 2
     return args.fn(args)
 
 

@@ -115,3 +115,167 @@ def record(label: str, name: str, **metrics) -> None:
         return
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"label": label, "name": name, **metrics}) + "\n")
+
+
+# ----------------------------------------------------- the committed GPU report, where there is no GPU
+REPORT = toolchain.ROOT / "reports" / "gpu-verification.json"
+NOTEBOOK_REPORT = toolchain.ROOT / "reports" / "gpu-notebooks.json"  # `verify --notebooks-only`, where run apart
+
+
+def _load(path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def gpu_report() -> dict | None:
+    """The committed GPU verification run (reports/gpu-verification.json), or None. Where the
+    notebooks ran apart (reports/gpu-notebooks.json), their measurements come from that run,
+    with its environment as "notebook_environment"."""
+    report, notebooks = _load(REPORT), _load(NOTEBOOK_REPORT)
+    if notebooks and notebooks.get("notebook_measurements"):
+        report = dict(report or {"environment": notebooks.get("environment", {})})
+        report["notebook_measurements"] = notebooks["notebook_measurements"]
+        report["notebook_environment"] = notebooks.get("environment", {})
+    return report
+
+
+def report_caption(env: dict | None = None) -> str:
+    """'measured on NVIDIA H200 on 2026-11-23 (committed GPU report)': how a fallback plot is labelled."""
+    env = env if env is not None else (gpu_report() or {}).get("environment", {})
+    return f"measured on {env.get('gpu', 'a GPU')} on {env.get('date', '?').split()[0]} (committed GPU report)"
+
+
+def report_gpu() -> dict:
+    """The report's GPU: gpu (name), sms, l2_mb, peak_gbps, date, ... ({} without a report)."""
+    return dict((gpu_report() or {}).get("environment", {}))
+
+
+def reported(label: str, what: str = "") -> dict[str, dict] | None:
+    """The measurements a notebook recorded under `label` (nb.measure_bandwidth(label=...) or nb.record)
+    in the committed GPU report, as {name: metrics} like measure_bandwidth returns; None if the report
+    has none. With `what`, first says plainly that this machine cannot measure it and whose numbers follow."""
+    report = gpu_report() or {}
+    rows = [m for m in report.get("notebook_measurements", []) if m.get("label") == label]
+    if what:
+        if rows:
+            print(f"No GPU here: {what} shows the numbers {_notebook_caption(report)}, not this machine's.")
+        else:
+            print(f"Skipped: {what} needs a CUDA GPU, and the committed GPU report has no '{label}' to show instead.")
+    if not rows:
+        return None
+    return {m["name"]: {k: v for k, v in m.items() if k not in ("label", "name")} for m in rows}
+
+
+def measured_or_reported(here: dict | None, label: str, what: str) -> tuple[dict | None, str]:
+    """(numbers, caption) for a plot: this run's measurement on a GPU (caption ''), else the committed
+    GPU report's (caption 'measured on <GPU> on <date> (committed GPU report)'), else (None, '')."""
+    if toolchain.has_gpu() and here is not None:
+        return here, ""
+    found = reported(label, what)
+    return found, (_notebook_caption(gpu_report() or {}) if found else "")
+
+
+def _notebook_caption(report: dict) -> str:
+    return report_caption(report.get("notebook_environment") or report.get("environment", {}))
+
+
+def reported_result(exercise: str):
+    """The reference solution's graded run from the committed GPU report, as a Result whose
+    performance rows plot like a learner's (`.plot()`); None if the report has none."""
+    from .check.result import Result
+
+    for row in (gpu_report() or {}).get("grading", []):
+        if row.get("exercise") == exercise and row.get("kind") == "solution":
+            res = Result(exercise, f"solutions/ ({report_caption()})", "gpu")
+            for item in row.get("items", []):
+                res.add(item["group"], item["name"], item["status"], item.get("detail", ""), item.get("metrics"))
+            return res
+    return None
+
+
+def plot_result(result, ax=None):
+    """The check's performance plot: yours where a GPU timed your kernel; without a GPU, the same plot
+    of the reference solution from the committed GPU report, labelled with that GPU and date."""
+    if result.performance():
+        return result.plot(ax=ax)
+    if toolchain.has_gpu():
+        print("No performance plot: the check did not time your kernel (see the table: it times only a "
+              "kernel that passed every correctness case).")
+        return None
+    ref = reported_result(result.exercise)
+    if ref is None or not ref.performance():
+        print("Skipped: the performance plot needs a CUDA GPU, and the committed GPU report has none for "
+              f"{result.exercise}.")
+        return None
+    print(f"No GPU here, so your kernel was not timed. The plot shows the reference solution, {report_caption()}:"
+          " what the target means on that GPU.")
+    return ref.plot(ax=ax, kernel_label="reference solution", caption=report_caption())
+
+
+# ------------------------------------------------------- Nsight Compute through jupyterlab-nvidia-nsight
+NCU_ENABLE = ("%ncu enable --section SpeedOfLight --section MemoryWorkloadAnalysis "
+              "--section MemoryWorkloadAnalysis_Tables --section Occupancy --section LaunchStats "
+              "--section WarpStateStats --section SchedulerStats")
+
+
+def _nsight_magics():
+    """The jupyterlab-nvidia-nsight magics object in this kernel, or None (a kernel not started by a
+    Jupyter server with the extension: nbval, a plain console, VS Code on its own)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    ip = get_ipython()
+    if ip is None:
+        return None
+    return ip.magics_manager.registry.get("NsightMagics")
+
+
+def ncu_ready() -> bool:
+    """Whether `%%ncu` cells profile here: the extension's magics in this kernel, its Nsight Compute
+    enabled, ncu installed and a GPU. Otherwise says what is missing and how to enable it, and makes
+    `%%ncu` cells print "Skipped: ..." instead of running (so they skip cleanly under nbval too)."""
+    from . import ncu
+
+    magics = _nsight_magics()
+    tool = getattr(magics, "tool", None)
+    enabled = tool is not None and getattr(tool, "exe_name", lambda: "")() == "ncu"
+    missing = []
+    if not toolchain.has_gpu():
+        missing.append("a CUDA GPU (this machine has none)")
+    if ncu.ncu_path() is None:
+        missing.append("Nsight Compute's `ncu` (it comes with the CUDA toolkit; put its bin/ on PATH)")
+    if magics is None:
+        missing.append("the jupyterlab-nvidia-nsight server extension: open this notebook in the Lab that "
+                       "`make lab` starts (its `%%ncu` magic comes from the Jupyter server)")
+    if not missing and enabled:
+        print("Nsight Compute is on: each %%ncu cell below runs under ncu and prints its report.")
+        return True
+    if not missing:
+        print("Nsight Compute is not enabled in this kernel. Run, in a cell of its own:\n    " + NCU_ENABLE +
+              "\nthen Kernel > Restart Kernel and run the notebook again (the sections listed are the ones "
+              "these cells discuss). `%ncu disable` and a restart turn it off.")
+    else:
+        print("Skipped: the %%ncu cells below profile on a GPU. Missing here: " + "; ".join(missing) + ".")
+    _stand_in_ncu("; ".join(missing) or "Nsight Compute not enabled in this kernel (see above)")
+    return False
+
+
+def _stand_in_ncu(reason: str) -> None:
+    """A `%%ncu` cell magic that says it skipped and runs nothing (the cells launch GPU kernels)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+
+    def ncu(line, cell):
+        print(f"Skipped %%ncu {line}: {reason}.")
+
+    ip.register_magic_function(ncu, magic_kind="cell", magic_name="ncu")

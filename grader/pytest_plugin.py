@@ -1,5 +1,9 @@
 """pytest plugin: `pytest --grader day02.silu_and_mul` (or `--grader all`) grades exercises
-as test items, with the same options as `python -m grader check` under the --grader- prefix."""
+as test items, with the same options as `python -m grader check` under the --grader- prefix.
+
+Given --grader and no test paths, pytest runs only the grading items, not the course's own test
+suite (the `testpaths` of pyproject.toml); with paths (`pytest tests/test_check.py --grader ...`)
+it runs both."""
 from __future__ import annotations
 
 import pytest
@@ -28,6 +32,8 @@ class GraderItem(pytest.Item):
         self.result = check(self.exercise, **check_kwargs(lambda k: opt(f"grader_{k.replace('-', '_')}")))
         if not self.result.ok:
             raise GradeFailed(str(self.result))
+        if self.result.verdict == "not graded":  # no GPU: the static checks passed, nothing more is known
+            pytest.skip(f"{self.exercise}: {self.result.headline}")
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, GradeFailed):
@@ -40,6 +46,22 @@ class GraderItem(pytest.Item):
 
 class GradeFailed(Exception):
     pass
+
+
+def _grading_only(config) -> bool:
+    """--grader without explicit test paths: the paths pytest would collect are its defaults."""
+    if not config.getoption("grader"):
+        return False
+    source = getattr(config, "args_source", None)
+    if source is not None:
+        return source != pytest.Config.ArgsSource.ARGS
+    return not any(not a.startswith("-") for a in config.invocation_params.args)
+
+
+def pytest_ignore_collect(collection_path, config):
+    if _grading_only(config):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -169,6 +169,10 @@ class Exercise:
     target_note: str = ""
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
+    # The fewest bytes a timed case moves: 4x the H200's 60 MB L2, so that no data read twice can
+    # come from the cache. An exercise whose every byte is read once after the grader's L2 flush
+    # may go lower, and says why.
+    min_timed_bytes: float = 4 * 60e6
     # Where ncu runs: the most shared-memory bank conflicts (extra passes of shared loads
     # and stores, counted per instruction: grader/ncu.py) allowed over all untimed cases.
     max_bank_conflicts: int | None = None

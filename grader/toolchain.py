@@ -22,6 +22,23 @@ NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_ARCH = "9.0"
 
 
+class _NoCudaRuntimeNotice:
+    """torch.utils.cpp_extension logs "No CUDA runtime is found, using CUDA_HOME=..." on every
+    import on a machine without a GPU: compile-only mode, which the course states itself."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+def quiet_torch_notices() -> None:
+    """Drop that one notice (only it) from the logger torch uses, before torch is imported."""
+    import logging
+
+    log = logging.getLogger("torch.utils.cpp_extension")
+    if not any(isinstance(f, _NoCudaRuntimeNotice) for f in log.filters):
+        log.addFilter(_NoCudaRuntimeNotice())
+
+
 def cache_dir() -> Path:
     """Root of the course's build cache (one folder per content hash)."""
     env = os.environ.get("COURSE_CACHE_DIR")

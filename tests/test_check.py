@@ -2,6 +2,7 @@
 import pytest
 
 import grader
+from grader import toolchain
 from grader.check import check
 from conftest import gpu
 
@@ -68,7 +69,31 @@ def test_scalar_loads_fail_the_vector_requirement():
 def test_result_renders_as_text_html_and_dict():
     result = check("day01.scale_add", solutions=True, perf=False, seeds=1)
     assert "day01.scale_add" in str(result) and "<table>" in result._repr_html_()
-    assert result.as_dict()["verdict"] in ("pass", "pass (static checks only)")
+    assert result.as_dict()["verdict"] == ("pass" if toolchain.has_gpu() else "not graded")
+
+
+def test_compile_only_verdict_is_no_pass():
+    """Without a GPU an unedited stub must not read PASS: only its static checks ran."""
+    from grader.check.result import Result
+
+    r = Result("day01.scale_add", "kernels/day01/scale_add.cu", "compile-only")
+    r.add("source", "does its own work", "pass")
+    r.add("correctness", "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
+    assert r.ok and r.verdict == "not graded" and "PASS" not in str(r).splitlines()[0]
+    assert "NOT GRADED" in r._repr_html_() and "need a GPU" in str(r)
+    r.items[-1].status = "pass"
+    r.add("work", "bank conflicts (ncu)", "skip")
+    assert r.verdict == "pass (some checks skipped)"
+
+
+def test_html_table_keeps_kernel_names_whole():
+    from grader.check.result import Result
+
+    r = Result("day01.scale_add", "x.cu", "gpu")
+    r.add("work", "kernels launched", "pass", "only your kernels ran: (anonymous namespace)::scale_add_kernel(float*, long)")
+    page = r._repr_html_()
+    assert "<code style='white-space:nowrap;word-break:keep-all'>(anonymous namespace)::scale_add_kernel(float*, long)</code>" in page
+    assert "word-break:normal" in page
 
 
 @gpu

@@ -49,7 +49,7 @@ def test_spec_is_complete(ex):
         if ex.target.kind == "compute":  # timed by its flops: enough work to fill the GPU many times over
             assert ex.target.flops(c.params) >= 1e11, f"{c.label} is too small to time as compute-bound"
         else:
-            assert ex.case_bytes(c.params) >= 4 * 60e6, f"{c.label} is not well past the 60 MB L2"
+            assert ex.case_bytes(c.params) >= ex.min_timed_bytes, f"{c.label} is not well past the 60 MB L2"
     sizes = {v for c in ex.cases for k, v in c.params.items() if isinstance(v, int) and k != "offset"}
     assert {1, 2, 3, 127, 128, 129} <= sizes
     if any(op.endswith(".128") for op in ex.required_sass):  # vector loads must cope with any pointer

@@ -25,34 +25,65 @@ from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash
 # A trivial kernel built first: it makes the shared precompiled torch header before parallel builds.
 WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
 BINDING_VERSION = "3"  # bump when generate_binding's output changes
-SLOW_BUILD_NOTICE_S = 2.0
+
+
+BUILDING = threading.Event()  # set while a build prints its progress (the CLI's ticker keeps quiet)
 
 
 class _Progress:
-    """Prints a line when a build runs longer than a couple of seconds, and its time at the end."""
+    """Progress a person can see while a build runs: a line as it starts (saying when this build also
+    makes torch's precompiled header, the slow first one), seconds ticking on a terminal or in a
+    notebook, and the time it took at the end, once."""
 
-    def __init__(self, what: str, quiet: bool):
+    def __init__(self, what: str, quiet: bool, first_pch: bool = False):
         self.what, self.quiet, self.t0 = what, quiet, time.perf_counter()
+        why = ("nvcc + g++; this first build also compiles torch's precompiled header, once per torch "
+               "install: about 1-3 min, more on a few cores" if first_pch else "nvcc + g++, cached afterwards")
+        self.line = f"Building {what} ({why})..."
+        self.tick_s = _tick_interval()
         self._done = threading.Event()
-        self._announced = False
-        self._timer = threading.Timer(SLOW_BUILD_NOTICE_S, self._announce)
-        self._timer.daemon = True
+        self._ticker = threading.Thread(target=self._tick, daemon=True) if self.tick_s else None
 
-    def _announce(self):
-        if not self._done.is_set() and not self.quiet:
-            self._announced = True
-            print(f"Building {self.what} (nvcc + g++, cached afterwards)...", flush=True)
+    def _tick(self):
+        while not self._done.wait(self.tick_s):
+            print(f"\r{self.line} {time.perf_counter() - self.t0:.0f} s", end="", flush=True)
 
     def __enter__(self):
-        self._timer.start()
+        if not self.quiet:
+            BUILDING.set()
+            clear = "\r\033[K" if self.tick_s == 1.0 else ""  # a terminal: over the CLI's own ticker line
+            print(clear + self.line, end="" if self._ticker else "\n", flush=True)
+            if self._ticker:
+                self._ticker.start()
         return self
 
     def __exit__(self, *exc):
         self._done.set()
-        self._timer.cancel()
+        if self._ticker and self._ticker.is_alive():
+            self._ticker.join()
         self.seconds = time.perf_counter() - self.t0
-        if self._announced and exc[0] is None:
-            print(f"Built {self.what} in {self.seconds:.1f} s.", flush=True)
+        if self.quiet:
+            return
+        BUILDING.clear()
+        end = f"built in {self.seconds:.1f} s." if exc[0] is None else f"failed after {self.seconds:.1f} s."
+        if self._ticker:
+            print(f"\r{self.line} {end}", flush=True)
+        else:
+            print(f"{self.what}: {end}", flush=True)
+
+
+def _tick_interval() -> float | None:
+    """Seconds between elapsed-time updates: every second on a terminal, every 5 s in a notebook
+    (ipykernel; Jupyter draws a carriage return as an overwrite), none in logs and pipes."""
+    import sys
+
+    out = sys.stdout
+    if type(out).__module__.startswith("ipykernel"):
+        return 5.0
+    try:
+        return 1.0 if out.isatty() else None
+    except (AttributeError, ValueError):
+        return None
 
 
 # ------------------------------------------------------------ torch extension
@@ -163,7 +194,8 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True) -
     torch_include = Path(torch.__file__).parent / "include" / "torch"
     if features["use_pch"] and os.access(torch_include, os.W_OK):
         kwargs["use_pch"] = True  # precompiled torch/extension.h (written next to it) for the binding
-    with _build_lock, _Progress(what, quiet) as progress, _pch_lock(torch_include, kwargs.get("use_pch")):
+    first_pch = bool(kwargs.get("use_pch")) and not (torch_include / "extension.h.gch").exists()
+    with _build_lock, _Progress(what, quiet, first_pch) as progress, _pch_lock(torch_include, kwargs.get("use_pch")):
         try:
             module = _load_inline(cpp_extension, kwargs, load)
         except RuntimeError as e:

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 
 from ..config import GROUPS
 
 MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip"}
+# An identifier, a qualified name or a kernel's signature: kept on one line in the HTML table.
+_IDENT = re.compile(r"(?:\(anonymous namespace\)::)?[A-Za-z_][\w:<>.*]*(?:_|::)[\w:<>.*]*(?:\([^()]*\))?")
 COLOR = {"pass": "#1a7f37", "fail": "#cf222e", "skip": "#6e7781"}
 
 
@@ -51,10 +54,26 @@ class Result:
         return self.ok and self.complete
 
     @property
+    def graded(self) -> bool:
+        """Some correctness case ran (needs a GPU): without one only the static checks ran."""
+        return any(i.group == "correctness" and i.status != "skip" for i in self.items)
+
+    @property
     def verdict(self) -> str:
+        """'fail', 'pass', 'pass (some checks skipped)', or 'not graded' when no correctness case
+        ran (compile-only mode: an empty stub passes the static checks, which is no pass)."""
         if self.failures:
             return "fail"
-        return "pass" if self.complete else "pass (static checks only)"
+        if self.complete:
+            return "pass"
+        return "pass (some checks skipped)" if self.graded else "not graded"
+
+    @property
+    def headline(self) -> str:
+        """The verdict as a learner reads it first."""
+        if self.verdict == "not graded":
+            return "NOT GRADED: static checks passed; correctness and speed need a GPU"
+        return self.verdict.upper()
 
     def first_failure(self) -> str:
         f = self.failures
@@ -89,7 +108,7 @@ class Result:
         return rows
 
     def __str__(self) -> str:
-        head = f"{self.exercise}: {self.verdict.upper()}   ({self.source}, {self.mode} mode"
+        head = f"{self.exercise}: {self.headline}   ({self.source}, {self.mode} mode"
         head += f", built in {self.build_seconds:.1f} s)" if self.build_seconds is not None else ")"
         lines = [head]
         for i in self._rows():
@@ -101,22 +120,29 @@ class Result:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        color = COLOR["fail" if self.failures else ("pass" if self.complete else "skip")]
-        out = [f"<p><b>{html.escape(self.exercise)}</b>: <b style='color:{color}'>{html.escape(self.verdict.upper())}</b>"
+        color = COLOR["fail" if self.failures else ("pass" if self.verdict.startswith("pass") else "skip")]
+        out = [f"<div class='course-result'><p><b>{html.escape(self.exercise)}</b>: "
+               f"<b style='color:{color}'>{html.escape(self.headline)}</b>"
                f" &nbsp;<code>{html.escape(self.source)}</code>, {self.mode} mode"]
         if self.build_seconds is not None:
             out.append(f", built in {self.build_seconds:.1f} s")
-        out.append("</p><table><tr><th>check</th><th></th><th>result</th><th style='text-align:left'>detail</th></tr>")
+        # Break lines only between words: JupyterLab's output CSS breaks anywhere, which cut kernel
+        # names in two; identifiers (names with _ or ::, signatures) never break at all.
+        cell = "text-align:left;vertical-align:top;word-break:normal;overflow-wrap:normal"
+        out.append("</p><table><tr><th>check</th><th></th><th>result</th>"
+                   "<th style='text-align:left'>detail</th></tr>")
         for i in self._rows():
-            out.append(f"<tr><td>{html.escape(i.group)}</td><td style='text-align:left'>{html.escape(i.name)}</td>"
-                       f"<td style='color:{COLOR[i.status]}'><b>{MARK[i.status]}</b></td>"
-                       f"<td style='text-align:left'><pre style='margin:0;white-space:pre-wrap'>{html.escape(i.detail)}</pre></td></tr>")
-        out.append("</table>")
+            out.append(f"<tr><td style='{cell}'>{html.escape(i.group)}</td><td style='{cell}'>{_words(i.name)}</td>"
+                       f"<td style='color:{COLOR[i.status]};vertical-align:top'><b>{MARK[i.status]}</b></td>"
+                       f"<td style='{cell}'><div style='white-space:pre-wrap;{cell}'>{_words(i.detail)}</div></td></tr>")
+        out.append("</table></div>")
         return "".join(out)
 
-    def plot(self, ax=None):
+    def plot(self, ax=None, kernel_label: str = "your kernel", caption: str = ""):
         """Bar chart of each timed case: your kernel and the other baselines, as multiples of the
-        graded baseline (the copy, cuBLAS, ...; latency: x faster), against the target."""
+        graded baseline (the copy, cuBLAS, ...; latency: x faster), against the target. `caption`
+        (e.g. where and when it was measured) goes under the title. Without a GPU, notebooks call
+        grader.nb.plot_result, which shows the committed GPU report's run instead."""
         import matplotlib.pyplot as plt
 
         perf = [i for i in self.performance() if i.metrics.get("baselines") is not None]
@@ -131,7 +157,7 @@ class Result:
         others = [n for n in m0["baselines"] if n != m0["baseline"]]
         width = 0.8 / (1 + len(others))
         xs = range(len(perf))
-        ax.bar([x - 0.4 + width / 2 for x in xs], [i.metrics["ratio"] for i in perf], width=width, label="your kernel")
+        ax.bar([x - 0.4 + width / 2 for x in xs], [i.metrics["ratio"] for i in perf], width=width, label=kernel_label)
         for k, name in enumerate(others, 1):  # where each other baseline stands against the graded one
             ax.bar([x - 0.4 + width * (k + 0.5) for x in xs],
                    [i.metrics["ratio"] / i.metrics["baselines"][name]["ratio"] for i in perf], width=width,
@@ -140,6 +166,17 @@ class Result:
         ax.axhline(1.0, color="gray", ls=":", lw=1)
         ax.set_xticks(list(xs), [i.name for i in perf], fontsize=8)
         ax.set_ylabel(("x faster than " if m0["kind"] == "latency" else "x ") + m0["baseline_label"])
-        ax.set_title(self.exercise)
+        ax.set_title(self.exercise + (f"\n{caption}" if caption else ""), fontsize=10 if caption else None)
         ax.legend(fontsize=8)
         return ax
+
+
+def _words(text: str) -> str:
+    """HTML-escaped text whose identifiers are <code> spans that never break."""
+    out, last = [], 0
+    for m in _IDENT.finditer(text):
+        out.append(html.escape(text[last:m.start()]))
+        out.append(f"<code style='white-space:nowrap;word-break:keep-all'>{html.escape(m.group(0))}</code>")
+        last = m.end()
+    out.append(html.escape(text[last:]))
+    return "".join(out)
