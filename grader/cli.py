@@ -108,8 +108,8 @@ def cmd_verify(args) -> int:
     if args.class_benchmark:
         return class_benchmark(args.out, args.class_benchmark)
     if args.self_test:
-        return self_test(args.out)
-    return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only)
+        return self_test(args.out, args.only)
+    return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only)
 
 
 def _gpu() -> bool:
@@ -161,6 +161,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-notebooks", action="store_true", help="builds, solutions and stubs only")
     p.add_argument("--notebooks-only", action="store_true",
                    help="only the notebooks (nbval), into gpu-notebooks.md/.json: the halves fit a 10-minute command each")
+    p.add_argument("--only", action="append", metavar="PART",
+                   help="a part of the course: a day (day07), days (day07-day09), an exercise; with --self-test "
+                        "also `grader` (its own GPU tests); repeatable. Reports are named after it")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")
     p.set_defaults(fn=cmd_verify)

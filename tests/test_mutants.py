@@ -99,3 +99,20 @@ def _caught_by_sanitizer(key, tool, result):
     if item is not None and item.status == "skip":
         pytest.skip(f"{key}: the race did not show in the outputs, and {item.detail}")
     assert item is not None and item.status == "fail", f"{key}: compute-sanitizer {tool} did not see the race\n{result}"
+
+
+def test_verify_parts_select_days_exercises_and_the_grader_tests():
+    # `verify --only` splits the GPU runs into commands that fit 10 minutes each: what a part
+    # selects must be exactly its days' exercises, mutants and notebooks.
+    from grader.maintain.verify import Scope, _self_test_pytest_args
+
+    part = Scope(["day07-day08", "day09.mma_tile"])
+    assert [e.id for e in part.exercises()] == ["day07.skinny_gemm", "day08.top_p_sampling", "day09.mma_tile"]
+    assert part.has_day("day09") and not part.has_day("day06") and not part.grader_tests
+    assert part.stem("gpu-self-test") == "gpu-self-test-day07-day08-day09.mma_tile"
+    assert _self_test_pytest_args(part) == ["tests/test_mutants.py", "-k", "day07 or day08 or day09.mma_tile"]
+    rest = Scope(["grader", "day01-day06"])
+    assert rest.grader_tests and len(rest.exercises()) == 8
+    assert _self_test_pytest_args(rest)[-1].startswith("not test_mutants or day01 or")
+    assert Scope([]).everything and Scope().stem("gpu-notebooks") == "gpu-notebooks"
+    assert Scope(["day99"]).check() and not Scope(["grader"]).check()

@@ -25,6 +25,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,54 @@ from .. import build, config, toolchain
 
 TARGET_COLD_S = 20.0
 TARGET_CACHED_S = 1.0
+GRADER_TESTS = "grader"  # in --only: the grader's own GPU tests (crash, hang, sanitizer, hostile, kinds)
+
+
+class Scope:
+    """What one run covers: everything, or the days and exercises of `--only` (day07,
+    day07-day09, day09.mma_tile; `grader` for the self-test's own GPU tests). A run whose
+    scope is part of the course writes its reports under a name that says so."""
+
+    def __init__(self, only: list[str] | None = None):
+        self.only = list(only or [])
+        self.days: set[str] = set()
+        self.ids: set[str] = set()
+        for o in self.only:
+            m = re.fullmatch(r"day(\d\d)-day(\d\d)", o)
+            if m:
+                self.days |= {f"day{d:02d}" for d in range(int(m[1]), int(m[2]) + 1)}
+            elif re.fullmatch(r"day\d\d", o):
+                self.days.add(o)
+            elif o != GRADER_TESTS:
+                self.ids.add(o)
+
+    @property
+    def everything(self) -> bool:
+        return not self.only
+
+    @property
+    def grader_tests(self) -> bool:
+        return self.everything or GRADER_TESTS in self.only
+
+    def has_day(self, day: str) -> bool:
+        return self.everything or day in self.days or any(i.startswith(day + ".") for i in self.ids)
+
+    def has(self, ex) -> bool:
+        return self.everything or ex.id in self.ids or ex.day in self.days
+
+    def exercises(self) -> list:
+        from .. import exercises
+
+        return [ex for ex in exercises.all_exercises().values() if self.has(ex)]
+
+    def stem(self, name: str) -> str:
+        return name if self.everything else f"{name}-{'-'.join(self.only)}"
+
+    def check(self) -> str:
+        """An empty message, or why this scope selects nothing."""
+        if self.only and not self.exercises() and not (self.grader_tests and not self.days and not self.ids):
+            return f"--only {' '.join(self.only)} selects no exercise; `python -m grader list` shows them"
+        return ""
 
 
 _BUILD_SNIPPET = """
@@ -49,13 +98,11 @@ print(json.dumps({"seconds": b.seconds, "cached": b.cached, "module": b.name}))
 """
 
 
-def _build_jobs() -> list[dict]:
+def _build_jobs(scope: Scope) -> list[dict]:
     """What the notebooks and the grading build: each day's versions, each solution and stub."""
-    from .. import exercises
-
     jobs = [{"label": f"{d.name} kernel versions", "day": d.name}
-            for d in sorted(toolchain.KERNELS.glob("day*")) if d.is_dir()]
-    for ex in exercises.all_exercises().values():
+            for d in sorted(toolchain.KERNELS.glob("day*")) if d.is_dir() and scope.has_day(d.name)]
+    for ex in scope.exercises():
         for kind, path in (("solution", ex.solution_path), ("stub", ex.stub_path)):
             jobs.append({"label": f"{ex.id} {kind}", "file": str(path), "name": ex.id.replace(".", "_")})
     return jobs
@@ -82,13 +129,13 @@ def _env(**extra) -> dict:
     return toolchain.subprocess_env(**extra)
 
 
-def measure_builds(log) -> dict:
+def measure_builds(log, scope: Scope) -> dict:
     """Everything the run needs, built cold into the run's fresh cache (in parallel: a
     day is one extension, so days and exercises build side by side), then each day's
     extension loaded again from the cache in a fresh process."""
     import torch
 
-    jobs = _build_jobs()
+    jobs = _build_jobs(scope)
     pch_existed = (Path(torch.__file__).parent / "include" / "torch" / "extension.h.gch").exists()
     # The precompiled torch header is made once per torch install, by the first build:
     # make it with a build of its own, so that the figures below are what a learner
@@ -117,13 +164,12 @@ def _perf_row(item) -> dict:
     return row
 
 
-def grade(kind: str, log) -> list[dict]:
+def grade(kind: str, log, scope: Scope) -> list[dict]:
     """Grade every solution (timed: run alone on the GPU) or every stub (correctness only)."""
-    from .. import exercises
     from ..check import check
 
     rows = []
-    for ex in exercises.all_exercises().values():
+    for ex in scope.exercises():
         res = check(ex.id, solutions=(kind == "solution"), perf=(kind == "solution"),
                     seeds=config.PUBLIC_SEEDS if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
         ok = res.passed if kind == "solution" else (
@@ -140,10 +186,9 @@ def grade(kind: str, log) -> list[dict]:
     return rows
 
 
-def many_seeds(log) -> list[dict]:
+def many_seeds(log, scope: Scope) -> list[dict]:
     """Every solution's correctness over 20 seeds, and its small cases under compute-sanitizer
     as class grading runs them: a grader that fails a right answer is worse than none."""
-    from .. import exercises
     from ..check import check
 
     def one(ex):
@@ -158,7 +203,7 @@ def many_seeds(log) -> list[dict]:
 
     # Each check runs in processes of its own: four exercises at a time (nothing here is timed).
     with cf.ThreadPoolExecutor(max_workers=4) as pool:
-        rows = list(pool.map(one, exercises.all_exercises().values()))
+        rows = list(pool.map(one, scope.exercises()))
     return rows
 
 
@@ -201,10 +246,27 @@ def _prepare_in_subprocess(job: tuple[str, str]) -> tuple[str, float, str]:
     return job[1], time.perf_counter() - t0, (proc.stdout.strip() or proc.stderr.strip()[-300:])
 
 
-def self_test(out: str | Path) -> int:
+def _self_test_pytest_args(scope: Scope) -> list[str]:
+    """The GPU tests a self-test of this scope runs: the mutants of its exercises, and the
+    grader's own GPU tests where the scope has them."""
+    if scope.everything:
+        return ["tests"]
+    chosen = " or ".join(sorted(scope.days | scope.ids))
+    if not scope.grader_tests:
+        return ["tests/test_mutants.py", "-k", chosen]
+    return ["tests", "-k", f"not test_mutants or {chosen}" if chosen else "not test_mutants"]
+
+
+def self_test(out: str | Path, only: list[str] | None = None) -> int:
     """The grader tests itself on the GPU: every mutant must get its expected verdict, the
-    other GPU tests must pass, no solution may fail over 20 seeds. gpu-self-test.md/.json."""
+    other GPU tests must pass, no solution may fail over 20 seeds. gpu-self-test.md/.json;
+    with `only` (days, exercises, `grader`) a part of it, into gpu-self-test-<only>.md/.json."""
     from .selftest import all_mutants, written_dir
+
+    scope = Scope(only)
+    if scope.check():
+        print(scope.check())
+        return 2
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -219,25 +281,27 @@ def self_test(out: str | Path) -> int:
         print(msg, flush=True)
         lines.append(msg)
 
-    report: dict = {"environment": _env_info(), "pytest": {}}
+    report: dict = {"environment": _env_info(), "pytest": {}, "only": scope.only}
     log(json.dumps(report["environment"]))
     # Build every mutant first, many at a time: the tests write each mutant to the same
     # place (selftest.written_dir()) and find its build in the cache.
     first = _warm_up()
     log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
-    mutants = all_mutants()
+    mutants = {k: m for k, m in all_mutants().items()
+               if scope.everything or m.exercise in scope.ids or m.exercise.split(".")[0] in scope.days}
     jobs = [(m.exercise, str(m.write(written_dir()))) for m in mutants.values()]
     t_build = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=max(2, min(14, (os.cpu_count() or 4) - 2))) as pool:
         prepared = list(pool.map(_prepare_in_subprocess, jobs))
     report["prepare_s"] = time.perf_counter() - t_build
     log(f"{len(prepared)} mutants checked statically and built in {report['prepare_s']:.0f} s")
-    name = "grader GPU tests (mutants, crash, hang, sanitizer)"
+    name = ("grader GPU tests (mutants, crash, hang, sanitizer)" if scope.grader_tests else
+            "GPU tests of the mutants")
     xdist = ["-n", str(max(6, (os.cpu_count() or 12) // 2))] if _has_module("xdist") else []
     junit = Path(tempfile.mkdtemp(prefix="junit-")) / "gpu-tests.xml"
     with cf.ThreadPoolExecutor(max_workers=1) as pool:
-        seeds = pool.submit(many_seeds, log)
-        report["pytest"][name] = _pytest(["tests", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+        seeds = pool.submit(many_seeds, log, scope)
+        report["pytest"][name] = _pytest([*_self_test_pytest_args(scope), "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
                                           f"--junitxml={junit}", *xdist], _env(),
                                          out / "pytest-gpu-tests.log", 420)
         report["many_seeds"] = seeds.result()
@@ -247,7 +311,10 @@ def self_test(out: str | Path) -> int:
     log(f"{name}: {report['pytest'][name]['summary']}; mutants caught {mt['caught']} / {mt['total']}")
     e = report["environment"]
     bad = [r for r in ms if not r["ok"]]
-    md = ["# Grader self-test on the GPU", "",
+    part = "" if scope.everything else (
+        f" (part: {' '.join(scope.only)}" + ("" if scope.grader_tests else "; the grader's other GPU tests are in "
+                                             "the part with `--only grader`") + ")")
+    md = ["# Grader self-test on the GPU" + part, "",
           f"{e['date']}, commit {e['commit']}: {e['gpu']}, driver {e['driver']}, torch {e['torch']} "
           f"(CUDA {e['torch_cuda']}), {e['cpus']} CPUs. Generated by `python -m grader verify --self-test`; "
           "not edited by hand.", "",
@@ -268,9 +335,10 @@ def self_test(out: str | Path) -> int:
     md += ["", "| exercise | correctness cases | seeds | compute-sanitizer | no false failure |", "|---|---|---|---|---|"]
     md += [f"| {r['exercise']} | {r['cases']} | {r['seeds']} | {r['sanitizers']} | "
            f"{'yes' if r['ok'] else 'NO: ' + r['first_failure']} |" for r in ms]
-    (out / "gpu-self-test.md").write_text("\n".join(md) + "\n")
-    (out / "gpu-self-test.json").write_text(json.dumps(report, indent=1))
-    (out / "self-test.log").write_text("\n".join(lines) + "\n")
+    stem = scope.stem("gpu-self-test")
+    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    (out / f"{stem}.log").write_text("\n".join(lines) + "\n")
     print("\n".join(md))
     ok = (not mt["missed"] and mt["total"] == len(mutants) and not bad and report["pytest"][name]["rc"] == 0)
     return 0 if ok else 1
@@ -328,6 +396,8 @@ def _env_info() -> dict:
 def _markdown(report: dict) -> str:
     e = report["environment"]
     title = "GPU verification report" if report["grading"] or report.get("builds") else "GPU notebook run"
+    if report.get("only"):
+        title += f" (part: {' '.join(report['only'])})"
     out = [f"# {title}", "",
            f"{e['date']}, commit {e.get('commit', 'unknown')}: {e['gpu']} (sm_{e['sm'].replace('.', '')}, {e['sms']} SMs, {e['l2_mb']:.0f} MB L2, "
            f"theoretical {e['peak_gbps']:.0f} GB/s), driver {e['driver']}, torch {e['torch']} (CUDA {e['torch_cuda']}), "
@@ -448,12 +518,17 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
 
 
 
-def verify(out: str | Path, notebooks: bool = True, grading: bool = True) -> int:
+def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: list[str] | None = None) -> int:
     """Builds, every solution and stub graded, then the notebooks: gpu-verification.md/.json.
     With the course's days no longer fitting one 10-minute command, the two halves also run
-    apart: `grading=False` runs only the notebooks, into gpu-notebooks.md/.json."""
+    apart: `grading=False` runs only the notebooks, into gpu-notebooks.md/.json. `only` (days
+    or exercises) verifies a part of the course, into gpu-verification-<only>.md/.json."""
     out = Path(out)
-    stem = "gpu-verification" if grading else "gpu-notebooks"
+    scope = Scope(only)
+    if scope.check():
+        print(scope.check())
+        return 2
+    stem = scope.stem("gpu-verification" if grading else "gpu-notebooks")
     out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
 
@@ -468,7 +543,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True) -> int
     # One fresh build cache for the whole run: cold builds are measured into it, and the
     # grading and the notebooks then load from it.
     os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
-    report: dict = {"environment": _env_info(), "grading": [], "pytest": {}, "seconds": 0.0}
+    report: dict = {"environment": _env_info(), "grading": [], "pytest": {}, "seconds": 0.0, "only": scope.only}
 
     def save():
         report["seconds"] = time.perf_counter() - t0
@@ -478,13 +553,13 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True) -> int
 
     log(json.dumps(report["environment"]))
     if grading:
-        report["builds"] = measure_builds(log)
+        report["builds"] = measure_builds(log, scope)
         save()
         # Timed work runs alone on the GPU: the solutions first, then the stubs (correctness only),
         # then the notebooks.
-        report["grading"] = grade("solution", log)
+        report["grading"] = grade("solution", log, scope)
         save()
-        report["grading"] += grade("stub", log)
+        report["grading"] += grade("stub", log, scope)
         save()
     if notebooks:
         measurements = Path(tempfile.mkdtemp(prefix="nb-measure-")) / "measurements.jsonl"
@@ -493,7 +568,10 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True) -> int
         report["pytest"][name] = {"rc": "not finished", "seconds": 0.0,
                                   "summary": "started; the run was stopped before it finished"}
         save()
-        report["pytest"][name] = _pytest(["notebooks", "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts="],
+        books = ["notebooks"] if scope.everything else [
+            str(p.relative_to(toolchain.ROOT)) for p in sorted((toolchain.ROOT / "notebooks").glob("day*.ipynb"))
+            if scope.has_day(p.name[:5])]
+        report["pytest"][name] = _pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts="],
                                          _env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements)),
                                          out / "pytest-notebooks.log", 330)
         log(f"notebooks: {report['pytest'][name]['summary']}")
