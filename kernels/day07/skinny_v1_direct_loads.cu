@@ -5,29 +5,12 @@
 // x 4 warps x 4 steps x 1 KB = 2 MB in flight, about half of what ~3.8 TB/s x ~1 us needs.
 //
 //   x [M, K], weight [N, K], y [M, N] bf16/fp16; M <= 16, N % 32 == 0, K % 256 == 0, aligned
-#include "course/mma.cuh"
+#include "course/skinny_versions.cuh"
 
 // Its own namespace: build_day compiles the day's files as one translation unit.
 namespace skinny_v1 {
 
-constexpr int ROWS = 32, K_TILE = 256, THREADS = 128, CHUNK = 8;
-
-// The two k halves meet in shared memory; k half 0 rounds once and stores y[m, n].
-template <typename T>
-__device__ void store_block(T* y, float (&acc)[2][4], int rg, int kh, int64_t M, int64_t N, int64_t n0) {
-  __shared__ float red[2][32][8];
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  if (kh == 1)
-#pragma unroll
-    for (int i = 0; i < 8; ++i) red[rg][lane][i] = acc[i / 4][i % 4];
-  __syncthreads();
-  if (kh == 0)
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int64_t n = n0 + rg * 16 + g + (i % 4 / 2) * 8, m = (i / 4) * 8 + 2 * t + i % 2;
-      if (m < M) y[m * N + n] = course::from_float<T>(acc[i / 4][i % 4] + red[rg][lane][i]);
-    }
-}
+using namespace skinny;  // the shared problem and helpers: course/skinny_versions.cuh
 
 // Warps: 2 row groups of 16 rows x 2 k halves (even and odd 32-wide steps of K).
 template <typename T>
@@ -55,11 +38,6 @@ __global__ void __launch_bounds__(THREADS) skinny_direct_kernel(T* y, const T* x
     }
   }
   store_block(y, acc, rg, kh, M, N, n0);
-}
-
-bool shape_ok(const void* y, const void* x, const void* w, int64_t M, int64_t N, int64_t K) {
-  return M >= 1 && M <= 16 && N > 0 && N % ROWS == 0 && K > 0 && K % K_TILE == 0 &&
-         reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 && y != nullptr;
 }
 
 }  // namespace skinny_v1
