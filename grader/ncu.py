@@ -33,6 +33,12 @@ SHARED_INSTRUCTIONS = ("smsp__sass_inst_executed_op_shared_ld.sum",
 BANK_CONFLICT_METRICS = SHARED_WAVEFRONTS + SHARED_INSTRUCTIONS
 DATA_BANK_CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+# ldmatrix (LDSM) is not among the `smsp__sass_*op_shared_ld` instructions: on the H200 they read 0
+# for kernels whose only shared loads are ldmatrix. The L1's own counters for shared loads
+# include it (ncu --query-metrics: "LDS, LD, 3D attribute loads, LDSM"): its wavefronts, and
+# the data-bank conflicts among them (the second line's caveat applies).
+SHARED_LOAD_COUNTERS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum")
 
 
 def bank_conflicts(row: dict, access_bytes: tuple[int, int] = (4, 4)) -> tuple[float, float] | None:
