@@ -20,7 +20,7 @@ from .. import toolchain
 from .errors import BuildError, parse_first_error
 from .exports import Export, generate_binding, global_kernel_names, parse_exports
 from .sass import assembler_deps_flags, dependency_files, foreign_files, reads_message, without_foreign_text
-from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash
+from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
 
 # A trivial kernel built first: it makes the shared precompiled torch header before parallel builds.
 WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
@@ -163,7 +163,7 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
 
     t_start = time.perf_counter()  # hashing + loading or building, what a cached "build" costs
     toolchain.cuda_home()
-    arch = toolchain.arch()
+    arch = target_arch(sources, toolchain.arch())  # '9.0a' when a file is named *_sm90a.cu
     features = toolchain.load_inline_features()
     binding = generate_binding(exports)
     # The include folder is part of the key: two checkouts of the course never share a build (what a

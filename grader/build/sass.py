@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import toolchain
 from .errors import BuildError, parse_first_error
-from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash
+from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
 
 REPORT_VERSION = "3"  # bump when what a cached report holds changes (kernel names: cu++filt)
 
@@ -244,7 +244,7 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     `host_object=True`: the same nvcc call also compiles the host code, to `report.host_object`
     (what grader/build/symbols.py inspects); the SASS and resources are the same."""
     source = _as_sources(file)[0]
-    arch = arch or toolchain.arch()
+    arch = arch or target_arch([source], toolchain.arch())  # '9.0a' for a file named *_sm90a.cu
     smv = toolchain.sm(arch)
     nvcc = toolchain.nvcc_path()
     if not nvcc:

@@ -19,6 +19,21 @@ TORCH_NVCC_FLAGS = [
     "--expt-relaxed-constexpr",
 ]
 
+# A kernel file whose name ends in `_sm90a.cu` uses instructions that only the arch-specific
+# target of compute capability 9.0 has (Hopper's wgmma and setmaxnreg: Day 10's v5). On a 9.0 GPU
+# (H100, H200), and in compile-only mode (which compiles for the H200), such a file, and the one
+# extension that holds it, compile for sm_90a instead of sm_90; for any other GPU, as usual.
+ARCH_SPECIFIC = {"9.0": ("_sm90a.cu", "9.0a")}  # arch -> (file name suffix, its arch-specific target)
+
+
+def target_arch(sources, arch: str) -> str:
+    """The arch to compile `sources` (Sources or paths) for: `arch`, or its arch-specific target
+    ('9.0a') when one of the files asks for it by name."""
+    suffix, specific = ARCH_SPECIFIC.get(arch, (None, arch))
+    names = [s.path if isinstance(s, Source) else str(s) for s in sources]
+    return specific if suffix and any(name.endswith(suffix) for name in names) else arch
+
+
 @dataclass(frozen=True)
 class Source:
     """One .cu file: where it shows in error messages, and its text."""
