@@ -72,6 +72,21 @@ def test_result_renders_as_text_html_and_dict():
     assert result.as_dict()["verdict"] == ("pass" if toolchain.has_gpu() else "not graded")
 
 
+def test_a_check_says_where_its_time_went():
+    """The learner's loop: the result ends with one line of stage times (the checks and, on a
+    GPU, the build, the grading process's start, the cases and the timing), also in the dict."""
+    result = check("day01.scale_add", solutions=True, perf=toolchain.has_gpu(), seeds=1)
+    stages = result.as_dict()["timings"]
+    assert "source and SASS checks" in stages and all(s >= 0 for s in stages.values())
+    if toolchain.has_gpu():
+        assert {"grading process start", "timing (1 case)"} <= set(stages), stages
+        assert any(k.startswith("build") for k in stages) and any(" cases x 1 seed" in k for k in stages), stages
+        assert sum(stages.values()) <= result.seconds * 1.05 + 0.5, (stages, result.seconds)
+    line = str(result).splitlines()[-1]
+    assert line.startswith("time: source and SASS checks ") and line.endswith(f"total {result.seconds:.1f} s")
+    assert "time: source and SASS checks" in result._repr_html_()
+
+
 def test_compile_only_verdict_is_no_pass():
     """Without a GPU an unedited stub must not read PASS: only its static checks ran."""
     from grader.check.result import Result

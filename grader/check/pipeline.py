@@ -61,9 +61,11 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         src = _render(ex, src, result)
         if src is None:
             return prep
+    t_checks = time.perf_counter()
     if not static_checks(ex, src, result):
         return prep
     report = sass_checks(ex, src, result)
+    result.add_time("source and SASS checks", time.perf_counter() - t_checks)
     if any(i.group == "build" for i in result.failures):
         return prep
     if not link_checks(ex, src, result, report):  # what the host code links to and runs at load
@@ -97,6 +99,7 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         result.add("source", "reads only the course and system headers", "fail", reads_message(reads) + " (in the build)")
         return prep
     result.build_seconds = built.seconds
+    result.add_time("build" if not built.cached else "build (cached)", built.seconds)
     prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
     return prep
 
@@ -146,7 +149,9 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
                 if tool == "memcheck" or prep.uses_shared_memory:
                     sanitizer_stage(ex, prep, opts, tool)
             if ex.max_bank_conflicts is not None:
+                t0 = time.perf_counter()
                 _bank_conflict_check(ex, prep, prep.result, opts)
+                prep.result.add_time("bank conflicts (ncu)", time.perf_counter() - t0)
     return prep.result
 
 
@@ -179,6 +184,7 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str) -
         status, detail = verdict.status, verdict.detail
     metrics = {"seconds": seconds, "cached": False}
     prep.result.add("work", name, status, detail, metrics)
+    prep.result.add_time(name, seconds)
     if status != "skip":
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps({"status": status, "detail": detail, "metrics": metrics}))

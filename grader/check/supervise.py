@@ -114,6 +114,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
             prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
             argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], env, tmp,
                                 readable=[prep.module_dir, opts.runtime_root], hide=opts.hide)
+            started = time.time()  # wall clock: the worker's "ready" event says when it was, from its side
             proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + limit
             next_rss = 0.0
@@ -137,6 +138,10 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                 done = True
             elif rec.get("event") == "fatal":
                 fatal = rec["detail"]
+            elif rec.get("event") == "ready":  # interpreter, torch, CUDA and the module loaded
+                result.add_time("grading process start", max(0.0, rec["t"] - started))
+            elif rec.get("event") == "phase":
+                result.add_time(rec["name"], rec["seconds"])
             elif "group" in rec:
                 result.add(rec["group"], rec["name"], rec["status"], rec.get("detail", ""), rec.get("metrics"))
                 running = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 
 from .. import config
@@ -388,6 +389,10 @@ def stream_case(ex, mod, untimed, seed, emit) -> bool:
     return True
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def main(config_path: str) -> int:
     cfg = json.loads(open(config_path, encoding="utf-8").read())
     emit = Emitter(cfg["results"])
@@ -398,12 +403,23 @@ def main(config_path: str) -> int:
     ex = exercises.get(cfg["exercise"])
     try:
         mod = load_submission(ex, cfg)
+        if torch.cuda.is_available():
+            torch.cuda.init()
     except Exception as e:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
+    emit(event="ready", t=time.time())
     seeds = cfg["seeds"]
     small = cfg.get("max_case_bytes")
     untimed = [c for c in ex.cases if not c.perf and not (small and ex.case_bytes(c.params) > small)]
+    t_phase = time.perf_counter()
+
+    def phase(name):  # the seconds since the last phase ended, under `name`
+        nonlocal t_phase
+        now = time.perf_counter()
+        emit(event="phase", name=name, seconds=now - t_phase)
+        t_phase = now
+
     for case in untimed:
         emit(event="start", name=case.label)
         result = None
@@ -423,6 +439,7 @@ def main(config_path: str) -> int:
             result = ("pass", msg)
         emit(group="correctness", name=case.label, status=result[0], detail=result[1])
         torch.cuda.empty_cache()
+    phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
     if untimed and not small and not stream_case(ex, mod, untimed, seeds[0][1], emit):
         return 1
     if cfg.get("profile", True) and not small and ex.learner_file != "python":
@@ -432,7 +449,8 @@ def main(config_path: str) -> int:
             _profile_kernels(ex, mod, small[len(small) // 2], cfg["kernels"], emit)
         except Exception as e:
             emit(group="work", name="kernels launched", status="fail", detail=_short_error(e))
-    if cfg.get("perf", True):
+    phase("side stream and kernels launched")
+    if cfg.get("perf", True) and ex.perf_cases:
         from ..bench import L2Flusher
 
         flusher = L2Flusher()
@@ -448,6 +466,7 @@ def main(config_path: str) -> int:
                     emit(event="fatal", detail=f"crashed while timing '{case.label}'")
                     return 1
             torch.cuda.empty_cache()
+        phase(f"timing ({_count(len(ex.perf_cases), 'case')})")
     emit(event="done")
     return 0
 
