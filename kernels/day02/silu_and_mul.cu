@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day02/silu_and_mul.cu by `grader release` (stub-hash c10f4513cab9).
+// Your exercise: fill in the TODOs. Generated from solutions/day02/silu_and_mul.cu by `grader release` (stub-hash 9446203dae2f).
 // Day 2 exercise: SiLU-and-mul with 16-byte vector loads (model: FlashInfer activation.cuh).
 //
 //   input  [num_tokens, 2 * d]   the gate half x1 = input[:, :d], the up half x2 = input[:, d:]
@@ -22,8 +22,10 @@ __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ i
   T* y = out + row * d;               // (d,)
 
   // TODO: compute y[i] = silu(x1[i]) * x2[i] for i in [0, d), in fp32.
-  // Use course::vec_t<T, VEC> to move 16 bytes per load when `vectorized`
-  // is true, then finish the elements a full vector cannot cover one by one.
+  // When `vectorized` is true, use course::vec_t<T, VEC> to move 16 bytes per load.
+  // The launcher sets it only when d % VEC == 0 and both pointers are 16-byte
+  // aligned, so vectors then cover the whole row; when it is false, a scalar
+  // loop does the whole row. (A scalar loop from the last whole vector to d does both.)
 }
 
 template <typename T>

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day03/gelu_tanh_and_mul.cu by `grader release` (stub-hash fdbd362defac).
+// Your exercise: fill in the TODOs. Generated from solutions/day03/gelu_tanh_and_mul.cu by `grader release` (stub-hash e2441bb00e0a).
 // Day 3 exercise: GELU-tanh-and-mul with tanh.approx and 16-byte loads (model: FlashInfer
 // activation.cuh with math.cuh's tanh).
 //
@@ -31,7 +31,9 @@ __global__ void gelu_tanh_and_mul_kernel(T* __restrict__ out, const T* __restric
   // TODO: compute y[i] = gelu_tanh(x1[i]) * x2[i] for i in [0, d), in fp32, with the
   // tanh from course::ptx_tanh (tanh.approx.f32: one MUFU.TANH, no tanhf).
   // When `vectorized` is true, move 16 bytes per load and store with
-  // course::vec_t<T, VEC>; then finish what a whole vector cannot cover one by one.
+  // course::vec_t<T, VEC>. The launcher sets it only when d % VEC == 0 and both
+  // pointers are 16-byte aligned, so vectors then cover the whole row; when it is
+  // false, a scalar loop does the whole row.
 }
 
 template <typename T>

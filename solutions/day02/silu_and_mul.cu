@@ -22,8 +22,13 @@ __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ i
 
   // BEGIN SOLUTION
   // STUB: // TODO: compute y[i] = silu(x1[i]) * x2[i] for i in [0, d), in fp32.
-  // STUB: // Use course::vec_t<T, VEC> to move 16 bytes per load when `vectorized`
-  // STUB: // is true, then finish the elements a full vector cannot cover one by one.
+  // STUB: // When `vectorized` is true, use course::vec_t<T, VEC> to move 16 bytes per load.
+  // STUB: // The launcher sets it only when d % VEC == 0 and both pointers are 16-byte
+  // STUB: // aligned, so vectors then cover the whole row; when it is false, a scalar
+  // STUB: // loop does the whole row. (A scalar loop from the last whole vector to d does both.)
+  // The launcher sets `vectorized` only when d % VEC == 0 (and the pointers are aligned), so
+  // the scalar loop below has work only on rows that are not vectorized. Starting it at `done`
+  // keeps the kernel correct for a launcher that vectorizes rows with a leftover too.
   int64_t done = 0;
   if (vectorized) {
     // Main loop: every thread moves 16 bytes per array per iteration, so a warp

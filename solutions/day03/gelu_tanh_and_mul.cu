@@ -31,7 +31,9 @@ __global__ void gelu_tanh_and_mul_kernel(T* __restrict__ out, const T* __restric
   // STUB: // TODO: compute y[i] = gelu_tanh(x1[i]) * x2[i] for i in [0, d), in fp32, with the
   // STUB: // tanh from course::ptx_tanh (tanh.approx.f32: one MUFU.TANH, no tanhf).
   // STUB: // When `vectorized` is true, move 16 bytes per load and store with
-  // STUB: // course::vec_t<T, VEC>; then finish what a whole vector cannot cover one by one.
+  // STUB: // course::vec_t<T, VEC>. The launcher sets it only when d % VEC == 0 and both
+  // STUB: // pointers are 16-byte aligned, so vectors then cover the whole row; when it is
+  // STUB: // false, a scalar loop does the whole row.
   // gelu_tanh in fp32, written so the compiler emits FMUL/FFMA and one MUFU.TANH:
   // the tanh argument is v * (k0 + k0 * 0.044715 * v^2), and 0.5 v (1 + t) = fma(0.5 v, t, 0.5 v).
   auto gelu_tanh = [](float v) {
@@ -39,6 +41,8 @@ __global__ void gelu_tanh_and_mul_kernel(T* __restrict__ out, const T* __restric
     const float half_v = 0.5f * v;
     return fmaf(half_v, course::ptx_tanh(inner), half_v);
   };
+  // `vectorized` implies d % VEC == 0 (see the launcher): the scalar loop below has work only on
+  // rows that are not vectorized. Starting it at `done` keeps it right for any launcher.
   int64_t done = 0;
   if (vectorized) {
     // Main loop: per iteration each thread reads 16 bytes of each half and writes 16 bytes,
