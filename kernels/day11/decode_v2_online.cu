@@ -1,0 +1,77 @@
+// Day 11, v2: + online softmax in one pass, K and V read once per query head, coalesced.
+// One block of 4 warps per (request, query head). A warp takes one token at a time: each lane holds
+// head_dim / 32 dimensions of q, the dot product is a warp reduction (SHFL.BFLY), and the warp
+// keeps an online-softmax state (course/attention.cuh): m, d and its share of o. Tokens are split
+// over the warps round robin; the 4 states merge in shared memory at the end. No scores in global
+// memory, one pass. Still one block per *query* head: a group of 4 reads the same K, V 4 times.
+// Napkin math (batch 64 x 4096): 1.07 GB of KV read 4x (the repeats mostly from L2) and a warp
+// reduction per token: expect ~0.3-0.5x a copy of the KV bytes.
+#include "course/attention.cuh"
+#include "course/vec.cuh"
+#include "course/warp.cuh"
+
+namespace {
+
+constexpr int V2_WARPS = 4;
+constexpr int V2_HEAD_DIM = 128;
+constexpr int V2_PER_LANE = V2_HEAD_DIM / 32;  // 4 bf16 = 8 bytes per lane per row
+
+__global__ void __launch_bounds__(V2_WARPS * 32)
+    decode_online_kernel(__nv_bfloat16* __restrict__ o, const __nv_bfloat16* __restrict__ q,
+                         const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v, int len,
+                         int qo_heads, int kv_heads, float scale_log2) {
+  const int qh = blockIdx.x, b = blockIdx.y, h = qh / (qo_heads / kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  course::vec_t<__nv_bfloat16, V2_PER_LANE> qv;
+  qv.load(q + (static_cast<int64_t>(b) * qo_heads + qh) * V2_HEAD_DIM + lane * V2_PER_LANE);
+  course::softmax_state<V2_PER_LANE> st;
+  st.init();
+  for (int t = warp; t < len; t += V2_WARPS) {
+    const int64_t row = ((static_cast<int64_t>(b) * len + t) * kv_heads + h) * V2_HEAD_DIM + lane * V2_PER_LANE;
+    course::vec_t<__nv_bfloat16, V2_PER_LANE> kv, vv;
+    kv.load(k + row);
+    vv.load(v + row);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V2_PER_LANE; ++i) s += course::to_float(qv[i]) * course::to_float(kv[i]);
+    s = course::warp_reduce_sum(s) * scale_log2;
+    float vf[V2_PER_LANE];
+#pragma unroll
+    for (int i = 0; i < V2_PER_LANE; ++i) vf[i] = course::to_float(vv[i]);
+    st.merge(vf, s, 1.0f);  // a state of one token: o = v, m = s, d = 1
+  }
+  // The 4 warps' states, merged by warp 0.
+  __shared__ float o_s[V2_WARPS][V2_HEAD_DIM], m_s[V2_WARPS], d_s[V2_WARPS];
+#pragma unroll
+  for (int i = 0; i < V2_PER_LANE; ++i) o_s[warp][lane * V2_PER_LANE + i] = st.o[i];
+  if (lane == 0) {
+    m_s[warp] = st.m;
+    d_s[warp] = st.d;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    for (int w = 1; w < V2_WARPS; ++w) {
+      float ow[V2_PER_LANE];
+#pragma unroll
+      for (int i = 0; i < V2_PER_LANE; ++i) ow[i] = o_s[w][lane * V2_PER_LANE + i];
+      st.merge(ow, m_s[w], d_s[w]);
+    }
+#pragma unroll
+    for (int i = 0; i < V2_PER_LANE; ++i)
+      o[(static_cast<int64_t>(b) * qo_heads + qh) * V2_HEAD_DIM + lane * V2_PER_LANE + i] =
+          course::from_float<__nv_bfloat16>(st.o[i]);
+  }
+}
+
+}  // namespace
+
+// Contiguous K, V [batch, len, kv_heads, 128], bf16.
+COURSE_EXPORT cudaError_t decode_v2_online_bf16(__nv_bfloat16* o, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                                const __nv_bfloat16* v, int64_t batch, int64_t len, int64_t qo_heads,
+                                                int64_t kv_heads, float sm_scale, cudaStream_t stream) {
+  if (batch < 1 || len < 1 || kv_heads < 1 || qo_heads % kv_heads != 0) return cudaErrorInvalidValue;
+  decode_online_kernel<<<dim3(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch)), V2_WARPS * 32, 0,
+                         stream>>>(o, q, k, v, static_cast<int>(len), static_cast<int>(qo_heads),
+                                   static_cast<int>(kv_heads), sm_scale * 1.44269504088896f);
+  return cudaGetLastError();
+}
