@@ -7,8 +7,8 @@ from ..spec import (Case, Exercise, dot_tolerance, empty_like_offset, matmul_bas
 
 DTYPES = ("fp16", "bf16")
 # (M, N, K): tails of N (1, 2, 3, 127, 128, 129, odd N), K not a multiple of the 8-element chunk
-# (1, 2, 127, 129, 4095), K not a multiple of the 512- or 256-wide k tile (8, 520, 1000, 4104),
-# M = 1..16 on both sides of the 8-token switch, a single unit and many per block.
+# (1, 2, 127, 129, 4095), K not a multiple of the 256-wide k tile (8, 520, 1000, 4104), M = 1..16
+# on both sides of the 8-token switch, runs of one item per block and runs across many row tiles.
 SHAPES = [(1, 1, 1), (2, 3, 2), (3, 2, 8), (1, 127, 128), (4, 128, 129), (16, 129, 127), (5, 129, 1000),
           (8, 33, 4104), (9, 257, 520), (7, 1000, 4095), (12, 3, 4096), (15, 4097, 1024), (1, 4096, 4096),
           (16, 1000, 4096)]
