@@ -68,13 +68,13 @@ class Scope:
     def has_day(self, day: str) -> bool:
         return self.everything or day in self.days or any(i.startswith(day + ".") for i in self.ids)
 
-    def has(self, ex) -> bool:
-        return self.everything or ex.id in self.ids or ex.day in self.days
+    def has(self, exercise_id: str) -> bool:
+        return self.everything or exercise_id in self.ids or exercise_id.split(".")[0] in self.days
 
     def exercises(self) -> list:
         from .. import exercises
 
-        return [ex for ex in exercises.all_exercises().values() if self.has(ex)]
+        return [ex for ex in exercises.all_exercises().values() if self.has(ex.id)]
 
     def stem(self, name: str) -> str:
         return name if self.everything else f"{name}-{'-'.join(self.only)}"
@@ -287,8 +287,7 @@ def self_test(out: str | Path, only: list[str] | None = None) -> int:
     # place (selftest.written_dir()) and find its build in the cache.
     first = _warm_up()
     log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
-    mutants = {k: m for k, m in all_mutants().items()
-               if scope.everything or m.exercise in scope.ids or m.exercise.split(".")[0] in scope.days}
+    mutants = {k: m for k, m in all_mutants().items() if scope.has(m.exercise)}
     jobs = [(m.exercise, str(m.write(written_dir()))) for m in mutants.values()]
     t_build = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=max(2, min(14, (os.cpu_count() or 4) - 2))) as pool:
