@@ -6,61 +6,32 @@
 // memory, one pass. Still one block per *query* head: a group of 4 reads the same K, V 4 times.
 // Napkin math (batch 64 x 4096): 1.07 GB of KV read 4x (the repeats mostly from L2) and a warp
 // reduction per token: expect ~0.3-0.5x a copy of the KV bytes.
-#include "course/attention.cuh"
-#include "course/vec.cuh"
-#include "course/warp.cuh"
+#include "course/decode_versions.cuh"
 
 namespace {
 
-constexpr int V2_WARPS = 4;
-constexpr int V2_HEAD_DIM = 128;
-constexpr int V2_PER_LANE = V2_HEAD_DIM / 32;  // 4 bf16 = 8 bytes per lane per row
+using namespace decode_versions;  // the shared problem and pieces: course/decode_versions.cuh
 
-__global__ void __launch_bounds__(V2_WARPS * 32)
+__global__ void __launch_bounds__(WARPS * 32)
     decode_online_kernel(__nv_bfloat16* __restrict__ o, const __nv_bfloat16* __restrict__ q,
                          const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v, int len,
                          int qo_heads, int kv_heads, float scale_log2) {
   const int qh = blockIdx.x, b = blockIdx.y, h = qh / (qo_heads / kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  course::vec_t<__nv_bfloat16, V2_PER_LANE> qv;
-  qv.load(q + (static_cast<int64_t>(b) * qo_heads + qh) * V2_HEAD_DIM + lane * V2_PER_LANE);
-  course::softmax_state<V2_PER_LANE> st;
+  Row qv;
+  qv.load(q + (static_cast<int64_t>(b) * qo_heads + qh) * HEAD_DIM + lane * PER_LANE);
+  State st;
   st.init();
-  for (int t = warp; t < len; t += V2_WARPS) {
-    const int64_t row = ((static_cast<int64_t>(b) * len + t) * kv_heads + h) * V2_HEAD_DIM + lane * V2_PER_LANE;
-    course::vec_t<__nv_bfloat16, V2_PER_LANE> kv, vv;
-    kv.load(k + row);
-    vv.load(v + row);
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < V2_PER_LANE; ++i) s += course::to_float(qv[i]) * course::to_float(kv[i]);
-    s = course::warp_reduce_sum(s) * scale_log2;
-    float vf[V2_PER_LANE];
-#pragma unroll
-    for (int i = 0; i < V2_PER_LANE; ++i) vf[i] = course::to_float(vv[i]);
-    st.merge(vf, s, 1.0f);  // a state of one token: o = v, m = s, d = 1
+  for (int t = warp; t < len; t += WARPS) {  // add_token: the warp's dot product and state update
+    const int64_t row = ((static_cast<int64_t>(b) * len + t) * kv_heads + h) * HEAD_DIM + lane * PER_LANE;
+    add_token(st, qv, k + row, v + row, scale_log2);
   }
-  // The 4 warps' states, merged by warp 0.
-  __shared__ float o_s[V2_WARPS][V2_HEAD_DIM], m_s[V2_WARPS], d_s[V2_WARPS];
+  merge_warps(st);  // the 4 warps' states, merged by warp 0
+  if (warp == 0)
 #pragma unroll
-  for (int i = 0; i < V2_PER_LANE; ++i) o_s[warp][lane * V2_PER_LANE + i] = st.o[i];
-  if (lane == 0) {
-    m_s[warp] = st.m;
-    d_s[warp] = st.d;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    for (int w = 1; w < V2_WARPS; ++w) {
-      float ow[V2_PER_LANE];
-#pragma unroll
-      for (int i = 0; i < V2_PER_LANE; ++i) ow[i] = o_s[w][lane * V2_PER_LANE + i];
-      st.merge(ow, m_s[w], d_s[w]);
-    }
-#pragma unroll
-    for (int i = 0; i < V2_PER_LANE; ++i)
-      o[(static_cast<int64_t>(b) * qo_heads + qh) * V2_HEAD_DIM + lane * V2_PER_LANE + i] =
+    for (int i = 0; i < PER_LANE; ++i)
+      o[(static_cast<int64_t>(b) * qo_heads + qh) * HEAD_DIM + lane * PER_LANE + i] =
           course::from_float<__nv_bfloat16>(st.o[i]);
-  }
 }
 
 }  // namespace
@@ -70,8 +41,8 @@ COURSE_EXPORT cudaError_t decode_v2_online_bf16(__nv_bfloat16* o, const __nv_bfl
                                                 const __nv_bfloat16* v, int64_t batch, int64_t len, int64_t qo_heads,
                                                 int64_t kv_heads, float sm_scale, cudaStream_t stream) {
   if (batch < 1 || len < 1 || kv_heads < 1 || qo_heads % kv_heads != 0) return cudaErrorInvalidValue;
-  decode_online_kernel<<<dim3(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch)), V2_WARPS * 32, 0,
+  decode_online_kernel<<<dim3(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch)), WARPS * 32, 0,
                          stream>>>(o, q, k, v, static_cast<int>(len), static_cast<int>(qo_heads),
-                                   static_cast<int>(kv_heads), sm_scale * 1.44269504088896f);
+                                   static_cast<int>(kv_heads), sm_scale * course::LOG2E);
   return cudaGetLastError();
 }
