@@ -116,3 +116,17 @@ def test_verify_parts_select_days_exercises_and_the_grader_tests():
     assert _self_test_pytest_args(rest)[-1].startswith("not test_mutants or day01 or")
     assert Scope([]).everything and Scope().stem("gpu-notebooks") == "gpu-notebooks"
     assert Scope(["day99"]).check() and not Scope(["grader"]).check()
+
+
+def test_verify_report_shows_an_untimed_case_as_a_row():
+    # A solution whose results are wrong is not timed: its row in the GPU report says so and why,
+    # and the report is still written (a crash here once lost a whole part's report).
+    from grader.check.result import Item
+    from grader.maintain.verify import _perf_cells, _perf_row
+
+    untimed = _perf_row(Item("performance", "bf16 M=32768 K=4096", "fail", "not timed, results are wrong: q: 3 differ"))
+    assert untimed["value"] is None and "results are wrong" in untimed["not_timed"]
+    assert "not timed, results are wrong" in _perf_cells(untimed)
+    timed = {"case": "c", "value": 2746.0, "unit": "GB/s", "ratio": 0.835, "baseline": "copy", "target": 0.9,
+             "copy_ratio": 0.835, "torch_ratio": 0.99}
+    assert _perf_cells(timed) == " c | 2746 GB/s | 0.835x copy | 0.9 | 0.99x torch |"

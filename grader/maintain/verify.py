@@ -161,7 +161,21 @@ def _perf_row(item) -> dict:
     m = item.metrics
     row = {"case": item.name, **{k: m.get(k) for k in ("kind", "unit", "value", "baseline", "ratio", "target", "gbps")}}
     row.update({k: v for k, v in m.items() if k.endswith("_ratio")})
+    if row["value"] is None:  # not timed (wrong results, a crash): the reason, as the check gave it
+        row["not_timed"] = item.detail[:200]
     return row
+
+
+def _perf_cells(c: dict | None) -> str:
+    """The report's columns case | yours | x graded baseline | target | other baselines."""
+    if c is None:
+        return " - | - | - | - | - |"
+    if c["value"] is None:
+        return f" {c['case']} | not timed: {c.get('not_timed', '')} | - | {c['target'] or '-'} | - |"
+    others = ", ".join(f"{c[k]:.2f}x {k[:-6]}" for k in c
+                       if k.endswith("_ratio") and k[:-6] != c["baseline"] and c[k] is not None)
+    return (f" {c['case']} | {c['value']:.{0 if c['unit'] == 'GB/s' else 1}f} {c['unit']} | "
+            f"{c['ratio']:.3f}x {c['baseline']} | {c['target']:g} | {others} |")
 
 
 def grade(kind: str, log, scope: Scope) -> list[dict]:
@@ -414,11 +428,7 @@ def _markdown(report: dict) -> str:
         first = (f"| {r['exercise']} | {r['kind']} | {r['expected']} | {r['verdict']} | "
                  f"{'yes' if r['as_expected'] else '**NO**'} | {build} |")
         for i, c in enumerate(r["perf"] or [None]):
-            perf = (f" {c['case']} | {c['value']:.{0 if c['unit'] == 'GB/s' else 1}f} {c['unit']} | "
-                    f"{c['ratio']:.3f}x {c['baseline']} | {c['target']:g} | "
-                    + ", ".join(f"{c[k]:.2f}x {k[:-6]}" for k in c if k.endswith("_ratio") and k[:-6] != c["baseline"])
-                    + " |" if c else " - | - | - | - | - |")
-            out.append((first if i == 0 else "| | | | | | |") + perf)
+            out.append((first if i == 0 else "| | | | | | |") + _perf_cells(c))
     work = [(r["exercise"], i) for r in report["grading"] if r["kind"] == "solution"
             for i in r.get("items", []) if i["group"] == "work"]
     if work:
