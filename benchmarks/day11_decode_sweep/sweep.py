@@ -31,6 +31,9 @@ NO_PREFETCH = [  # read a tile's page numbers just before its copies are issued 
 def variant(stages: int, warps: int, prefetch: bool = True) -> str:
     text = re.sub(r"constexpr int STAGES = \d+;", f"constexpr int STAGES = {stages};", SOLUTION)
     text = re.sub(r"constexpr int WARPS = \d+;", f"constexpr int WARPS = {warps};", text)
+    # only head_dim 128 (the timed cases'): a third of the build time
+    text, n = re.subn(r"    case (64|256): return launch_decode<T, \1>\(.*?\);\n", "", text, flags=re.S)
+    assert n == 2, n
     for old, new in ([] if prefetch else NO_PREFETCH):
         assert text.count(old) == 1, old
         text = text.replace(old, new)
@@ -91,8 +94,8 @@ def main():
         copy_gbps = t["copy"].gbps(copy_bytes)
         row = {k: {"vs_copy": round(v.gbps(nbytes) / copy_gbps, 3), "us": round(v.median_ms * 1e3, 1)}
                for k, v in t.items() if k != "copy"}
-        out["results"][case.name] = {"copy_gbps": round(copy_gbps), "wrong": wrong, "variants": row}
-        print(f"{case.name}: copy {copy_gbps:.0f} GB/s; wrong: {wrong or 'none'}", flush=True)
+        out["results"][case.label] = {"copy_gbps": round(copy_gbps), "wrong": wrong, "variants": row}
+        print(f"{case.label}: copy {copy_gbps:.0f} GB/s; wrong: {wrong or 'none'}", flush=True)
         for k, v in sorted(row.items(), key=lambda kv: -kv[1]["vs_copy"]):
             print(f"    {k:8s} {v['vs_copy']:.3f}x copy  {v['us']:8.1f} us", flush=True)
         del inputs, ref, fns

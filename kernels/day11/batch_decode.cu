@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash 3faba09adf88).
+// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash 3d84f8516edf).
 // Day 11 exercise: batched decode attention over a paged KV cache, GQA on the tensor cores, K/V
 // tiles through a cp.async pipeline, split-KV with a merge when the batch is too small to fill the
 // GPU (models: FlashInfer include/flashinfer/attention/decode.cuh, cascade.cuh, page.cuh).
@@ -73,8 +73,9 @@ __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restric
                                              const float* __restrict__ workspace, int qo_heads, int splits) {
   const int qh = blockIdx.x, b = blockIdx.y;
   for (int col = threadIdx.x; col < HEAD_DIM; col += THREADS) {
-    // TODO: merge the states (workspace o, base-2 lse) of splits 0 .. splits - 1 of (b, qh) with
-    // course::softmax_state<1>::merge_lse, then write o[b, qh, col] (as T) and lse in natural log.
+    // TODO: merge the states (workspace o, base-2 lse) of splits 0 .. splits - 1 of (b, qh): the
+    // largest lse m, then o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m); write o[b, qh, col] (as T)
+    // and lse = m + log2(sum) in natural log. Make the loads independent of each other (two passes).
   }
 }
 
