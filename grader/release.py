@@ -1,9 +1,9 @@
 """Exercise stubs are generated from the solutions, so the two cannot drift (nbgrader style).
 
-In `solutions/dayNN/NAME.cu`, the code between `// BEGIN SOLUTION` and
-`// END SOLUTION` is removed from the stub; lines in that block written as
+In `solutions/dayNN/NAME.cu` (or a Jinja2 template of one, `NAME.cu.j2`), the code between
+`// BEGIN SOLUTION` and `// END SOLUTION` is removed from the stub; lines in that block written as
 `// STUB: text` become `text` in the stub (a TODO, or a line that keeps it
-compiling). The stub `kernels/dayNN/NAME.cu` records the hash of what was
+compiling). The stub `kernels/dayNN/NAME.cu` (`.cu.j2`) records the hash of what was
 generated, so `release` never overwrites a file a learner has edited (unless
 forced, and then it keeps a `.bak` copy).
 """
@@ -72,7 +72,7 @@ class Planned:
 
 def plan() -> list[Planned]:
     planned = []
-    for sol in sorted(toolchain.SOLUTIONS.glob("day*/*.cu")):
+    for sol in sorted([*toolchain.SOLUTIONS.glob("day*/*.cu"), *toolchain.SOLUTIONS.glob("day*/*.cu.j2")]):
         rel = sol.relative_to(toolchain.ROOT)
         body = make_stub(sol.read_text(encoding="utf-8"), str(rel))
         text = HEADER.format(src=rel.as_posix(), h=_hash(body)) + body
@@ -109,7 +109,7 @@ def release(check: bool = False, force: bool = False, echo=print) -> int:
             code = 1
             continue
         if p.state == "edited":
-            p.stub.with_suffix(".cu.bak").write_text(p.stub.read_text(encoding="utf-8", errors="replace"))
+            p.stub.with_name(p.stub.name + ".bak").write_text(p.stub.read_text(encoding="utf-8", errors="replace"))
         p.stub.parent.mkdir(parents=True, exist_ok=True)
         p.stub.write_text(p.text, encoding="utf-8")
         echo(f"wrote    {rel_stub} ({p.state})")

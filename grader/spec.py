@@ -182,6 +182,12 @@ class Exercise:
     learner_file: str = "cu"                            # a key of LEARNER_FILES
     # template exercises: the learner's template text -> the .cu source that is built and graded
     render: Callable[[str], str] | None = None
+    # template exercises: more checks of the learner's template, after the rendered source passed
+    # its source and SASS checks: (template text, Result) -> False to stop before the build
+    template_checks: Callable[[str, Any], bool] | None = None
+    # template exercises: a repeat request for a built specialization (render, hash, find the build)
+    # must take less than this many seconds
+    cache_hit_s: float = 1.0
     # True when the same inputs (for samplers: the same seed and offset) must give bit-identical
     # outputs; the worker calls twice and compares.
     repeatable: bool = False
@@ -220,6 +226,14 @@ class Exercise:
     @property
     def spec_path(self) -> Path:
         return Path(__file__).parent / "exercises" / f"{self.day}.py"
+
+    def graded_source(self, path: str | Path):
+        """The .cu source that is checked and built for the learner's file at `path`: the file
+        itself, or for a template exercise its rendering (a Jinja2 error raises)."""
+        from .build import Source
+
+        src = Source.read(path)
+        return Source(f"{src.path} (rendered)", self.render(src.text)) if self.learner_file == "template" else src
 
     @property
     def perf_cases(self) -> list[Case]:

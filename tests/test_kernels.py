@@ -3,7 +3,7 @@ checks; stubs compile (and, on a GPU, fail correctness: see the GPU verification
 import pytest
 
 from grader import exercises, toolchain
-from grader.build import Source, compile_cubin
+from grader.build import compile_cubin
 from grader.check import sass_checks, static_checks
 from grader.check import Result
 
@@ -15,7 +15,7 @@ VERSION_FILES = sorted(p for p in toolchain.KERNELS.glob("day*/*.cu")
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
 def test_solution_passes_static_and_sass_checks(ex):
     result = Result(ex.id, str(ex.solution_path), "compile-only")
-    src = Source.read(ex.solution_path)
+    src = ex.graded_source(ex.solution_path)  # a template exercise's file: its rendering
     assert static_checks(ex, src, result), str(result)
     assert sass_checks(ex, src, result), str(result)
     assert result.ok and all(op in [i.name for i in result.items] for op in ex.required_sass)
@@ -24,7 +24,7 @@ def test_solution_passes_static_and_sass_checks(ex):
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
 def test_stub_compiles_and_keeps_the_entry_points(ex):
     result = Result(ex.id, str(ex.stub_path), "compile-only")
-    src = Source.read(ex.stub_path)
+    src = ex.graded_source(ex.stub_path)
     assert static_checks(ex, src, result), str(result)
     sass_checks(ex, src, result)
     assert not any(i.group == "build" for i in result.failures), str(result)

@@ -137,6 +137,30 @@ def foreign_reads(directory: str | Path, line_names) -> list[str]:
     return foreign_files(files + recorded, directory / "cuda.cu", line_names)
 
 
+def cache_key(sources: list, binding: str, arch: str, features: dict, flags=()) -> str:
+    """The hash a build is cached under: the sources, the course headers, the generated binding,
+    every nvcc flag, torch, CUDA and the arch. Any of them that differs is a new build."""
+    import torch
+
+    # The include folder is part of the key: two checkouts of the course never share a build (what a
+    # build read is checked against the checkout's own headers).
+    return content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(toolchain.INCLUDE),
+                                  arch, " ".join(_cuda_cflags(arch) + list(flags) + TORCH_NVCC_FLAGS), str(features)])
+
+
+def _module_name(name: str, key: str) -> str:
+    return f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{key}"
+
+
+def module_name(files, name: str = "course", flags: tuple[str, ...] = ()) -> str:
+    """The module (and cache folder) name that `build(files, name, flags=flags)` gives, computed
+    without building: a request whose name is already built loads that build."""
+    sources = _as_sources(files)
+    exports = [e for s in sources for e in parse_exports(s.text, s.path)]
+    arch = target_arch(sources, toolchain.arch())
+    return _module_name(name, cache_key(sources, generate_binding(exports), arch, toolchain.load_inline_features(), flags))
+
+
 def build(files, name: str = "course", quiet: bool = False, load: bool = True, flags: tuple[str, ...] = ()) -> Built:
     """Compile `.cu` files (paths or Sources) and the generated binding into one
     torch extension; return it with its entry points as attributes.
@@ -166,11 +190,7 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     arch = target_arch(sources, toolchain.arch())  # '9.0a' when a file is named *_sm90a.cu
     features = toolchain.load_inline_features()
     binding = generate_binding(exports)
-    # The include folder is part of the key: two checkouts of the course never share a build (what a
-    # build read is checked against the checkout's own headers).
-    key = content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(toolchain.INCLUDE),
-                                 arch, " ".join(_cuda_cflags(arch) + list(flags) + TORCH_NVCC_FLAGS), str(features)])
-    module_name = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{key}"
+    module_name = _module_name(name, cache_key(sources, binding, arch, features, flags))
     if module_name in _loaded:
         return _loaded[module_name]
     build_dir = toolchain.cache_dir() / "ext" / module_name

@@ -57,8 +57,9 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         src = _build.Source(display, src.text)
     if ex.learner_file == "python":
         return _prepare_python(ex, src, prep)
+    template = src
     if ex.learner_file == "template":
-        src = _render(ex, src, result)
+        src = _render(ex, template, result)
         if src is None:
             return prep
     t_checks = time.perf_counter()
@@ -70,11 +71,16 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         return prep
     if not link_checks(ex, src, result, report):  # what the host code links to and runs at load
         return prep
+    if ex.learner_file == "template" and not _template_checks(ex, template, src, result):
+        return prep
     if report:
         prep.shared_access_bytes = tuple(max(k.shared_access_bytes(op) for k in report.kernels)
                                          for op in ("LDS", "STS"))
         prep.uses_shared_memory = any(k.has_opcode(op) for k in report.kernels for op in SHARED_OPCODES)
     if not toolchain.has_gpu():
+        if ex.learner_file == "template":
+            result.add("build", CACHE_HIT, "skip", "skipped: no CUDA GPU here (compile-only mode): the extension "
+                       "is built, and a repeat request timed, where a GPU runs it")
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
         return prep
@@ -100,6 +106,8 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         return prep
     result.build_seconds = built.seconds
     result.add_time("build" if not built.cached else "build (cached)", built.seconds)
+    if ex.learner_file == "template":
+        _cache_hit_check(ex, template, built, result)
     prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
     return prep
 
@@ -119,6 +127,69 @@ def _render(ex: Exercise, template: _build.Source, result: Result) -> _build.Sou
         return None
     result.add("build", "renders (Jinja2)", "pass", f"{len(text.splitlines())} lines of CUDA rendered")
     return _build.Source(f"{template.path} (rendered)", text)
+
+
+# A flag the build path must tell apart (FlashInfer compiles its kernels with it): the same source
+# built with it is another module.
+PROBE_FLAGS = ("--use_fast_math",)
+CACHE_KEY, CACHE_HIT = "cache key", "cache hit"
+
+
+def _template_checks(ex: Exercise, template: _build.Source, src: _build.Source, result: Result) -> bool:
+    """A template exercise: the exercise's own checks of the template, then what the build cache
+    needs of every template: a repeat request renders the very same source, fast, and finds the same
+    module; a changed flag or an edited template finds another."""
+    import jinja2
+
+    t0 = time.perf_counter()
+    try:
+        if ex.template_checks and not ex.template_checks(template.text, result):
+            return False
+        name = ex.id.replace(".", "_")
+        key = _build.module_name([src], name)
+        t_again = time.perf_counter()
+        again = _build.Source(src.path, ex.render(template.text))  # the same request once more
+        key_again = _build.module_name([again], name)
+        seconds = time.perf_counter() - t_again
+        edited = _build.Source(src.path, ex.render(template.text + "\n// edited\n"))
+    except jinja2.TemplateError as e:
+        result.add("build", CACHE_KEY, "fail", f"{template.path}: {type(e).__name__}: {e}")
+        return False
+    finally:
+        result.add_time("template checks", time.perf_counter() - t0)
+    problems = []
+    if again.text != src.text:
+        line = next(i for i, (a, b) in enumerate(zip(again.text.splitlines() + [""], src.text.splitlines() + [""]), 1)
+                    if a != b)
+        problems.append(f"two renders of the same specialization differ (first at line {line} of the rendered "
+                        "source): a cache keyed on the source would build it anew every time")
+    elif key_again != key:
+        problems.append("the same source got two keys: nothing would ever load from the cache")
+    if _build.module_name([src], name, flags=PROBE_FLAGS) == key:
+        problems.append(f"the key ignores the nvcc flags: a build with {' '.join(PROBE_FLAGS)} would load the "
+                        "one made without")
+    if _build.module_name([edited], name) == key:
+        problems.append("the key ignores the source: an edited template would load the old build")
+    if seconds >= ex.cache_hit_s:
+        problems.append(f"rendering and hashing a repeat request took {seconds:.2f} s (at most {ex.cache_hit_s:g} s)")
+    result.add("build", CACHE_KEY, "fail" if problems else "pass", "; ".join(problems) or
+               f"a repeat request renders the same source and gets the same key, module {key} "
+               f"({seconds * 1e3:.0f} ms); "
+               f"{' '.join(PROBE_FLAGS)} and an edited template each get a module of their own")
+    return True
+
+
+def _cache_hit_check(ex: Exercise, template: _build.Source, built, result: Result) -> None:
+    """On a GPU, after the build: the same request again (render, hash, find the built module)
+    must load from the cache, within ex.cache_hit_s."""
+    t0 = time.perf_counter()
+    again = _build.build([_build.Source(f"{template.path} (rendered)", ex.render(template.text))],
+                         name=ex.id.replace(".", "_"), quiet=True, load=False)
+    seconds = time.perf_counter() - t0
+    ok = again.cached and again.name == built.name and seconds < ex.cache_hit_s
+    result.add("build", CACHE_HIT, "pass" if ok else "fail",
+               f"a repeat request {'loaded from the cache' if again.cached else 'was built again'} in {seconds:.3f} s "
+               f"(at most {ex.cache_hit_s:g} s)", {"seconds": seconds, "cached": again.cached})
 
 
 def _prepare_python(ex: Exercise, src: _build.Source, prep: Prepared) -> Prepared:

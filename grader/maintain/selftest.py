@@ -86,8 +86,12 @@ class Mutant:
         return f"// {self.heading} {self.what}\n{text}"
 
     def write(self, directory: str | Path) -> Path:
-        """Write the source to `<directory>/<exercise>/<name>.cu` and return that path."""
-        path = Path(directory) / self.exercise / f"{self.name}.cu"
+        """Write the source to `<directory>/<exercise>/<name>.cu` (`.cu.j2` for a template exercise,
+        as the learner's file) and return that path."""
+        from ..spec import LEARNER_FILES
+
+        suffix = LEARNER_FILES[exercises.get(self.exercise).learner_file]
+        path = Path(directory) / self.exercise / f"{self.name}{suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
         text = self.source()
         if not path.exists() or path.read_text() != text:  # atomically: parallel tests read it

@@ -93,7 +93,9 @@ job = json.loads(sys.argv[1])
 if "day" in job:
     b = build.build_day(job["day"], quiet=True)
 else:
-    b = build.build([build.Source.read(job["file"])], name=job["name"], quiet=True)
+    from grader import exercises
+    src = exercises.get(job["exercise"]).graded_source(job["file"]) if "exercise" in job else build.Source.read(job["file"])
+    b = build.build([src], name=job["name"], quiet=True)  # (a template exercise's file is built as rendered)
 print(json.dumps({"seconds": b.seconds, "cached": b.cached, "module": b.name}))
 """
 
@@ -104,7 +106,8 @@ def _build_jobs(scope: Scope) -> list[dict]:
             for d in sorted(toolchain.KERNELS.glob("day*")) if d.is_dir() and scope.has_day(d.name)]
     for ex in scope.exercises():
         for kind, path in (("solution", ex.solution_path), ("stub", ex.stub_path)):
-            jobs.append({"label": f"{ex.id} {kind}", "file": str(path), "name": ex.id.replace(".", "_")})
+            jobs.append({"label": f"{ex.id} {kind}", "file": str(path), "name": ex.id.replace(".", "_"),
+                         "exercise": ex.id})
     return jobs
 
 
