@@ -1,0 +1,57 @@
+"""Day 13's cache checks can fail: a build path whose key ignores the flags or the source, and a
+repeat request slower than the limit, are each caught (the learner's template cannot break the key,
+so these are broken here, not in tests/mutants/); and `grader release` makes a template's stub."""
+import pytest
+
+from grader import exercises, release, toolchain
+from grader.build import extension
+from grader.check import check
+
+EXERCISE = "day13.act_and_mul_template"
+_real = extension.cache_key
+
+
+def _cache_key_item(**kw):
+    result = check(EXERCISE, solutions=True, quiet=True, perf=False, seeds=1, **kw)
+    return next(i for i in result.items if i.name == "cache key")
+
+
+def test_the_solution_passes_the_cache_key_check():
+    item = _cache_key_item()
+    assert item.status == "pass", item.detail
+
+
+@pytest.mark.parametrize("broken, says", [
+    (lambda sources, binding, arch, features, flags=(): _real(sources, binding, arch, features, ()),
+     "ignores the nvcc flags"),
+    (lambda sources, binding, arch, features, flags=(): _real([], binding, arch, features, flags),
+     "ignores the source"),
+], ids=["key_ignores_flags", "key_ignores_source"])
+def test_a_key_that_leaves_out_an_input_is_caught(monkeypatch, broken, says):
+    monkeypatch.setattr(extension, "cache_key", broken)
+    item = _cache_key_item()
+    assert item.status == "fail" and says in item.detail, item.detail
+
+
+def test_a_slow_repeat_request_is_caught(monkeypatch):
+    ex = exercises.get(EXERCISE)
+    monkeypatch.setattr(ex, "cache_hit_s", 0.0)  # no request is that fast
+    item = _cache_key_item()
+    assert item.status == "fail" and "took" in item.detail, item.detail
+
+
+def test_release_makes_a_templates_stub(tmp_path, monkeypatch):
+    solution = toolchain.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2"
+    committed = (toolchain.KERNELS / "day13" / solution.name).read_text()
+    (tmp_path / "solutions" / "day13").mkdir(parents=True)
+    (tmp_path / "solutions" / "day13" / solution.name).write_text(solution.read_text())
+    monkeypatch.setattr(toolchain, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(toolchain, "KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(toolchain, "ROOT", tmp_path)
+    assert release.release(echo=lambda s: None) == 0
+    stub = tmp_path / "kernels" / "day13" / solution.name
+    assert stub.read_text() == committed  # what kernels/day13 holds
+    assert "return {{ act_expr }};" not in committed and "return x;" in committed
+    stub.write_text(stub.read_text() + "{# my work #}\n")
+    assert release.release(force=True, echo=lambda s: None) == 0
+    assert (stub.parent / (stub.name + ".bak")).read_text().endswith("{# my work #}\n")
