@@ -1,0 +1,188 @@
+// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash d2f3095e9294).
+// Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
+// masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
+// mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
+//
+//   q    [batch, seq_q, qo_heads, head_dim]    fp16 / bf16; token t of request b at q + (b seq_q + t) q_stride
+//   k, v [batch, seq_kv, kv_heads, head_dim]   fp16 / bf16; token t at k + (b seq_kv + t) kv_stride (v alike)
+//   o    [batch, seq_q, qo_heads, head_dim]    fp16 / bf16 out, contiguous
+//   lse  [batch, seq_q, qo_heads]              fp32 out: ln sum_j exp(sm_scale q_i . k_j), NATURAL log
+//
+// q_stride and kv_stride (elements from one token to the next) let q, k and v be slices of one fused
+// qkv projection, as a model produces them; they must be multiples of 8 and the pointers 16-byte
+// aligned. Query head qh reads KV head qh / group (group = qo_heads / kv_heads: neighbours share).
+// Causal masks are aligned bottom-right, as FlashInfer's: query i attends key j iff
+// j <= i + seq_kv - seq_q (the last query sees every key; with seq_q = seq_kv the usual triangle).
+// A query that may attend no key at all (i + seq_kv - seq_q < 0, or seq_kv = 0) gets o = 0 and
+// lse = -inf, as FlashInfer returns them. sm_scale must be > 0.
+//
+// Design (kernels/day12 v1-v3 build it up): a block of 8 warps takes 128 query rows of one
+// (request, query head); warp w owns rows 16 w .. 16 w + 15 and keeps their Q fragments in registers
+// for the whole kernel. K and V come in tiles of 64 keys through a 3-stage cp.async ring in XOR-
+// swizzled shared memory (one barrier per tile). Per tile each warp computes S = Q K^T (16 x 64, mma
+// m16n8k16 with ldmatrix for K), masks it where the tile needs a mask, updates its online softmax
+// (m, d per row, in registers; base 2), rescales O and adds P V (P straight from S's registers, V
+// with ldmatrix.trans). Tiles past the causal diagonal are never loaded; a warp skips a loaded tile
+// that lies wholly past its own rows. Finally o = O / d goes out through shared memory in 16-byte
+// rows, lse = (m + log2 d) ln 2.
+//
+// Napkin math (batch 1 x 16384, 32 heads, head_dim 128, non-causal): 4 x 32 x 16384^2 x 128 = 4.4
+// TFLOP. mma.sync on the H200 tops out near 636 TFLOP/s and SDPA's FLASH backend (FlashAttention-2)
+// reached ~350: the 0.90x target is ~315 TFLOP/s, ~14 ms here. Per tile of 64 keys a block runs
+// 8 warps x 128 mma = 4.2 MFLOP on 32 KB of K and V: 128 flops per byte brought in from L2 (the 128
+// rows share every byte), ~2.5 TB/s of L2 traffic at 315 TFLOP/s; with 64-row blocks it would be
+// twice that, near what the L2 can deliver. Shared memory: each warp reads the whole 32 KB tile with
+// ldmatrix for its 16 rows (16 flops per byte), so ~128 B/clk/SM caps the mma near 530 TFLOP/s and
+// a bank conflict costs at once: the swizzle is not optional. Registers per lane (head_dim 128): Q
+// fragments 32, O 64, S/P 32: one block of 8 warps per SM, 2 warps per scheduler.
+#include "course/async.cuh"
+#include "course/attention.cuh"
+#include "course/math.cuh"
+#include "course/mma.cuh"
+
+namespace {
+
+constexpr int WARPS = 8;
+constexpr int THREADS = WARPS * 32;
+constexpr int BLOCK_Q = 16 * WARPS;  // query rows per block: 16 per warp
+constexpr int BLOCK_KV = 64;         // keys per tile
+constexpr int STAGES = 3;            // K/V tiles in the cp.async ring
+
+// Shared tiles are [rows][HEAD_DIM] with the 16-byte chunk c of row r stored at chunk c ^ (r % 8):
+// the 8 rows one ldmatrix reads at the same column land in 8 different bank groups (Day 9's swizzle
+// for rows of 128 and 256 bytes). Returns the element offset of (row, col), col a multiple of 8.
+template <int HEAD_DIM>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * HEAD_DIM + (((col / 8) ^ (row % 8)) * 8);
+}
+
+// The dynamic shared memory of one block: Q (BLOCK_Q rows, later O), then STAGES x (K tile, V tile).
+template <typename T, int HEAD_DIM>
+constexpr int smem_bytes() {
+  return (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * static_cast<int>(sizeof(T));  // 128 KB at 128
+}
+
+// The keys the block's rows may see: [0, kv_end) over all its rows, and [0, full_end) for every one
+// of them (tiles below full_end need no mask). off = seq_kv - seq_q aligns the causal mask bottom-right.
+struct KeyRange {
+  int kv_end, full_end;
+};
+__device__ __forceinline__ KeyRange key_range(int q0, int seq_q, int seq_kv, bool causal) {
+  if (!causal) return {seq_kv, seq_kv};
+  const int off = seq_kv - seq_q, last_row = min(q0 + BLOCK_Q, seq_q) - 1;
+  return {max(0, min(seq_kv, last_row + off + 1)), max(0, min(seq_kv, q0 + off + 1))};
+}
+
+// One warp's share of a tile: S = Q K^T for its 16 rows and the tile's BLOCK_KV keys, the online-
+// softmax update of (m, d) and O += P V. MASK: the tile holds keys some row may not see (past
+// seq_kv or past the causal diagonal); lim[r] is the first key row group_row + 8 r may not see.
+template <bool MASK, typename T, int HEAD_DIM>
+__device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* __restrict__ vs,
+                                            const uint32_t (&qf)[HEAD_DIM / 16][4], float (&o_acc)[HEAD_DIM / 8][4],
+                                            float (&m)[2], float (&d)[2], int k0, const int (&lim)[2],
+                                            float scale_log2) {
+  const int lane = threadIdx.x % 32, pair = lane % 4;
+  // TODO: this warp's step over one tile (K at ks, V at vs, both [BLOCK_KV][HEAD_DIM] swizzled):
+  //  1. S (16 x BLOCK_KV) = Q K^T: per k step kk of 16 and pair of key n-tiles, one
+  //     course::ldmatrix_x4 of K (stored [key][dim]: the mma's "col" B operand, no .trans) and two
+  //     course::mma_m16n8k16<T> with qf[kk]. s[j][e] is row group_row + 8 (e / 2), key k0 + 8 j + 2 pair + e % 2.
+  //  2. MASK: -inf for keys >= lim[e / 2].
+  //  3. Per row: the tile's max (the 4 lanes of a quad share a row: __shfl_xor_sync 1, 2), m_new in
+  //     base 2 (scores x scale_log2), O and d rescaled by 2^(m_old - m_new), p = 2^(s scale_log2 -
+  //     m_new) (no NaN while a row has seen only -inf), d += p.
+  //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
+  //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans.
+  (void)ks; (void)vs; (void)qf; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim; (void)scale_log2; (void)pair;
+}
+
+template <typename T, int HEAD_DIM>
+__global__ void __launch_bounds__(THREADS, 1)
+    flash_attention_kernel(T* __restrict__ o, float* __restrict__ lse, const T* __restrict__ q,
+                           const T* __restrict__ k, const T* __restrict__ v, int seq_q, int seq_kv, int group,
+                           int64_t q_stride, int64_t kv_stride, bool causal, float scale_log2) {
+  constexpr int CHUNKS = HEAD_DIM / 8;           // 16-byte chunks per row
+  constexpr int TILE = BLOCK_KV * HEAD_DIM;      // elements of one K (or V) tile
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);       // (BLOCK_Q, HEAD_DIM) swizzled; O on the way out
+  T* ring = q_s + BLOCK_Q * HEAD_DIM;            // (STAGES, 2, BLOCK_KV, HEAD_DIM): K then V, swizzled
+
+  // Heaviest query tiles first: under a causal mask the last tiles see the most keys, and starting
+  // them first keeps the GPU's last wave short.
+  const int qh = blockIdx.x, b = blockIdx.y, q0 = (gridDim.z - 1 - blockIdx.z) * BLOCK_Q;
+  const int qo_heads = gridDim.x, kv_head = qh / group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group_row = lane / 4, pair = lane % 4;
+  const T* q_rows = q + static_cast<int64_t>(b) * seq_q * q_stride + static_cast<int64_t>(qh) * HEAD_DIM;
+  const T* k_rows = k + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
+  const T* v_rows = v + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
+
+  // TODO: the block's 128 query rows q0 .. q0 + 127 of head qh (see the notebook's exercise cell):
+  //  1. key_range(): how many tiles of BLOCK_KV keys to visit (none past kv_end) and from which
+  //     tile on a mask is needed (full_end); lim[r], the first key this lane's row r may not see.
+  //  2. Q into q_s with 16-byte cp.async (course::cp_async_zfill: zeros past seq_q), its own commit
+  //     group; the first STAGES - 1 K/V tiles into the ring, one group each (empty ones too).
+  //  3. Wait for Q, __syncthreads, then warp w's Q fragments into registers: qf[kk] with
+  //     course::ldmatrix_x4 from rows 16 w + lane % 16, columns 16 kk + (lane / 16) 8.
+  //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
+  //     stage tile t - 1 used, commit, then attend_tile<MASK> on stage t % STAGES.
+  //  5. o = O / d (0 where d = 0) rounded to T, through q_s (swizzled) to 16-byte stores of whole
+  //     rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
+  (void)o; (void)lse; (void)q_rows; (void)k_rows; (void)v_rows; (void)q_stride; (void)kv_stride; (void)causal;
+  (void)scale_log2; (void)q_s; (void)ring; (void)qo_heads; (void)warp; (void)group_row; (void)pair; (void)q0;
+}
+
+template <typename T, int HEAD_DIM>
+cudaError_t launch_attention(T* o, float* lse, const T* q, const T* k, const T* v, int64_t batch, int64_t seq_q,
+                             int64_t seq_kv, int64_t qo_heads, int64_t kv_heads, int64_t q_stride, int64_t kv_stride,
+                             bool causal, float sm_scale, cudaStream_t stream) {
+  constexpr int SMEM = smem_bytes<T, HEAD_DIM>();
+  auto kernel = flash_attention_kernel<T, HEAD_DIM>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+  if (err != cudaSuccess) return err;
+  const int64_t q_tiles = course::ceil_div<int64_t>(seq_q, BLOCK_Q);
+  const dim3 grid(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch), static_cast<unsigned>(q_tiles));
+  kernel<<<grid, THREADS, SMEM, stream>>>(o, lse, q, k, v, static_cast<int>(seq_q), static_cast<int>(seq_kv),
+                                          static_cast<int>(qo_heads / kv_heads), q_stride, kv_stride, causal,
+                                          sm_scale * course::LOG2E);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch(T* o, float* lse, const T* q, const T* k, const T* v, int64_t batch, int64_t seq_q,
+                     int64_t seq_kv, int64_t qo_heads, int64_t kv_heads, int64_t head_dim, int64_t q_stride,
+                     int64_t kv_stride, bool causal, float sm_scale, cudaStream_t stream) {
+  const bool aligned = reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(v) % 16 == 0 && reinterpret_cast<uintptr_t>(o) % 16 == 0 &&
+                       q_stride % 8 == 0 && kv_stride % 8 == 0;
+  if (batch < 0 || batch > 65535 || seq_q < 0 || seq_kv < 0 || seq_q > (1 << 29) || seq_kv > (1 << 29) ||
+      kv_heads < 1 || qo_heads < kv_heads || qo_heads % kv_heads != 0 || qo_heads > 65535 || !(sm_scale > 0.0f) ||
+      q_stride < qo_heads * head_dim || kv_stride < kv_heads * head_dim || !aligned ||
+      course::ceil_div<int64_t>(seq_q, BLOCK_Q) > 65535)
+    return cudaErrorInvalidValue;
+  if (batch == 0 || seq_q == 0) return cudaSuccess;
+  switch (head_dim) {
+    case 64: return launch_attention<T, 64>(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, q_stride,
+                                            kv_stride, causal, sm_scale, stream);
+    case 128: return launch_attention<T, 128>(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, q_stride,
+                                              kv_stride, causal, sm_scale, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+COURSE_EXPORT cudaError_t flash_attention_fp16(__half* o, float* lse, const __half* q, const __half* k, const __half* v,
+                                               int64_t batch, int64_t seq_q, int64_t seq_kv, int64_t qo_heads,
+                                               int64_t kv_heads, int64_t head_dim, int64_t q_stride, int64_t kv_stride,
+                                               bool causal, float sm_scale, cudaStream_t stream) {
+  return dispatch(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, head_dim, q_stride, kv_stride, causal,
+                  sm_scale, stream);
+}
+
+COURSE_EXPORT cudaError_t flash_attention_bf16(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q,
+                                               const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t batch,
+                                               int64_t seq_q, int64_t seq_kv, int64_t qo_heads, int64_t kv_heads,
+                                               int64_t head_dim, int64_t q_stride, int64_t kv_stride, bool causal,
+                                               float sm_scale, cudaStream_t stream) {
+  return dispatch(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, head_dim, q_stride, kv_stride, causal,
+                  sm_scale, stream);
+}

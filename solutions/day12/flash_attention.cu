@@ -1,0 +1,359 @@
+// Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
+// masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
+// mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
+//
+//   q    [batch, seq_q, qo_heads, head_dim]    fp16 / bf16; token t of request b at q + (b seq_q + t) q_stride
+//   k, v [batch, seq_kv, kv_heads, head_dim]   fp16 / bf16; token t at k + (b seq_kv + t) kv_stride (v alike)
+//   o    [batch, seq_q, qo_heads, head_dim]    fp16 / bf16 out, contiguous
+//   lse  [batch, seq_q, qo_heads]              fp32 out: ln sum_j exp(sm_scale q_i . k_j), NATURAL log
+//
+// q_stride and kv_stride (elements from one token to the next) let q, k and v be slices of one fused
+// qkv projection, as a model produces them; they must be multiples of 8 and the pointers 16-byte
+// aligned. Query head qh reads KV head qh / group (group = qo_heads / kv_heads: neighbours share).
+// Causal masks are aligned bottom-right, as FlashInfer's: query i attends key j iff
+// j <= i + seq_kv - seq_q (the last query sees every key; with seq_q = seq_kv the usual triangle).
+// A query that may attend no key at all (i + seq_kv - seq_q < 0, or seq_kv = 0) gets o = 0 and
+// lse = -inf, as FlashInfer returns them. sm_scale must be > 0.
+//
+// Design (kernels/day12 v1-v3 build it up): a block of 8 warps takes 128 query rows of one
+// (request, query head); warp w owns rows 16 w .. 16 w + 15 and keeps their Q fragments in registers
+// for the whole kernel. K and V come in tiles of 64 keys through a 3-stage cp.async ring in XOR-
+// swizzled shared memory (one barrier per tile). Per tile each warp computes S = Q K^T (16 x 64, mma
+// m16n8k16 with ldmatrix for K), masks it where the tile needs a mask, updates its online softmax
+// (m, d per row, in registers; base 2), rescales O and adds P V (P straight from S's registers, V
+// with ldmatrix.trans). Tiles past the causal diagonal are never loaded; a warp skips a loaded tile
+// that lies wholly past its own rows. Finally o = O / d goes out through shared memory in 16-byte
+// rows, lse = (m + log2 d) ln 2.
+//
+// Napkin math (batch 1 x 16384, 32 heads, head_dim 128, non-causal): 4 x 32 x 16384^2 x 128 = 4.4
+// TFLOP. mma.sync on the H200 tops out near 636 TFLOP/s and SDPA's FLASH backend (FlashAttention-2)
+// reached ~350: the 0.90x target is ~315 TFLOP/s, ~14 ms here. Per tile of 64 keys a block runs
+// 8 warps x 128 mma = 4.2 MFLOP on 32 KB of K and V: 128 flops per byte brought in from L2 (the 128
+// rows share every byte), ~2.5 TB/s of L2 traffic at 315 TFLOP/s; with 64-row blocks it would be
+// twice that, near what the L2 can deliver. Shared memory: each warp reads the whole 32 KB tile with
+// ldmatrix for its 16 rows (16 flops per byte), so ~128 B/clk/SM caps the mma near 530 TFLOP/s and
+// a bank conflict costs at once: the swizzle is not optional. Registers per lane (head_dim 128): Q
+// fragments 32, O 64, S/P 32: one block of 8 warps per SM, 2 warps per scheduler.
+#include "course/async.cuh"
+#include "course/attention.cuh"
+#include "course/math.cuh"
+#include "course/mma.cuh"
+
+namespace {
+
+constexpr int WARPS = 8;
+constexpr int THREADS = WARPS * 32;
+constexpr int BLOCK_Q = 16 * WARPS;  // query rows per block: 16 per warp
+constexpr int BLOCK_KV = 64;         // keys per tile
+constexpr int STAGES = 3;            // K/V tiles in the cp.async ring
+
+// Shared tiles are [rows][HEAD_DIM] with the 16-byte chunk c of row r stored at chunk c ^ (r % 8):
+// the 8 rows one ldmatrix reads at the same column land in 8 different bank groups (Day 9's swizzle
+// for rows of 128 and 256 bytes). Returns the element offset of (row, col), col a multiple of 8.
+template <int HEAD_DIM>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * HEAD_DIM + (((col / 8) ^ (row % 8)) * 8);
+}
+
+// The dynamic shared memory of one block: Q (BLOCK_Q rows, later O), then STAGES x (K tile, V tile).
+template <typename T, int HEAD_DIM>
+constexpr int smem_bytes() {
+  return (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * static_cast<int>(sizeof(T));  // 128 KB at 128
+}
+
+// The keys the block's rows may see: [0, kv_end) over all its rows, and [0, full_end) for every one
+// of them (tiles below full_end need no mask). off = seq_kv - seq_q aligns the causal mask bottom-right.
+struct KeyRange {
+  int kv_end, full_end;
+};
+__device__ __forceinline__ KeyRange key_range(int q0, int seq_q, int seq_kv, bool causal) {
+  if (!causal) return {seq_kv, seq_kv};
+  const int off = seq_kv - seq_q, last_row = min(q0 + BLOCK_Q, seq_q) - 1;
+  return {max(0, min(seq_kv, last_row + off + 1)), max(0, min(seq_kv, q0 + off + 1))};
+}
+
+// One warp's share of a tile: S = Q K^T for its 16 rows and the tile's BLOCK_KV keys, the online-
+// softmax update of (m, d) and O += P V. MASK: the tile holds keys some row may not see (past
+// seq_kv or past the causal diagonal); lim[r] is the first key row group_row + 8 r may not see.
+template <bool MASK, typename T, int HEAD_DIM>
+__device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* __restrict__ vs,
+                                            const uint32_t (&qf)[HEAD_DIM / 16][4], float (&o_acc)[HEAD_DIM / 8][4],
+                                            float (&m)[2], float (&d)[2], int k0, const int (&lim)[2],
+                                            float scale_log2) {
+  const int lane = threadIdx.x % 32, pair = lane % 4;
+  // BEGIN SOLUTION
+  // STUB: // TODO: this warp's step over one tile (K at ks, V at vs, both [BLOCK_KV][HEAD_DIM] swizzled):
+  // STUB: //  1. S (16 x BLOCK_KV) = Q K^T: per k step kk of 16 and pair of key n-tiles, one
+  // STUB: //     course::ldmatrix_x4 of K (stored [key][dim]: the mma's "col" B operand, no .trans) and two
+  // STUB: //     course::mma_m16n8k16<T> with qf[kk]. s[j][e] is row group_row + 8 (e / 2), key k0 + 8 j + 2 pair + e % 2.
+  // STUB: //  2. MASK: -inf for keys >= lim[e / 2].
+  // STUB: //  3. Per row: the tile's max (the 4 lanes of a quad share a row: __shfl_xor_sync 1, 2), m_new in
+  // STUB: //     base 2 (scores x scale_log2), O and d rescaled by 2^(m_old - m_new), p = 2^(s scale_log2 -
+  // STUB: //     m_new) (no NaN while a row has seen only -inf), d += p.
+  // STUB: //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
+  // STUB: //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans.
+  // STUB: (void)ks; (void)vs; (void)qf; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim; (void)scale_log2; (void)pair;
+  float s[BLOCK_KV / 8][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+#pragma unroll
+    for (int jp = 0; jp < BLOCK_KV / 16; ++jp) {
+      // Lane l gives key 16 jp + l % 8 + (l / 16) 8 at dim chunk (l / 8) % 2 of the k step: bk[0..1]
+      // are the B fragment of keys 16 jp .. + 7, bk[2..3] of keys 16 jp + 8 .. + 15.
+      uint32_t bk[4];
+      course::ldmatrix_x4(bk, ks + swz<HEAD_DIM>(16 * jp + lane % 8 + (lane / 16) * 8, kk * 16 + (lane / 8 % 2) * 8));
+      const uint32_t b_lo[2] = {bk[0], bk[1]}, b_hi[2] = {bk[2], bk[3]};
+      course::mma_m16n8k16<T>(s[2 * jp], qf[kk], b_lo);
+      course::mma_m16n8k16<T>(s[2 * jp + 1], qf[kk], b_hi);
+    }
+  }
+  if constexpr (MASK) {
+#pragma unroll
+    for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (k0 + 8 * j + 2 * pair + e % 2 >= lim[e / 2]) s[j][e] = -INFINITY;
+  }
+  // The tile's row maxima of the raw scores (sm_scale > 0, so the max of s x scale is max(s) x scale).
+  float neg_m[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < BLOCK_KV / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the quad's 4 lanes hold the row's 64 keys
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[r], mx * scale_log2);
+    // A row that has seen only masked keys keeps m = -inf: shift by 0 there, so that no -inf - -inf
+    // (NaN) appears; its p are 2^-inf = 0 and O, d stay 0. 2^(m_old - m_new) is 0 while m_old = -inf.
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    const float rescale = course::ptx_exp2(m[r] - m_use);
+    m[r] = m_new;
+    d[r] *= rescale;
+    neg_m[r] = -m_use;
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 8; ++n) {
+      o_acc[n][2 * r] *= rescale;
+      o_acc[n][2 * r + 1] *= rescale;
+    }
+  }
+  // p = 2^(s scale_log2 - m): one FFMA and one MUFU.EX2 per score.
+#pragma unroll
+  for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = course::ptx_exp2(fmaf(s[j][e], scale_log2, neg_m[e / 2]));
+      d[e / 2] += s[j][e];
+    }
+  // O += P V, 16 keys per k step: P's C layout is the A layout of the next mma (FlashAttention-2's
+  // register reuse), rounded to T for the tensor cores. V with .trans: lane l gives key l % 16 at
+  // dim chunk l / 16 of the 16 dims, so bv[0..1] feed dims 16 nd .. + 7 and bv[2..3] the next 8.
+#pragma unroll
+  for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+    const uint32_t pa[4] = {course::pack2<T>(s[2 * kk][0], s[2 * kk][1]), course::pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                            course::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                            course::pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int nd = 0; nd < HEAD_DIM / 16; ++nd) {
+      uint32_t bv[4];
+      course::ldmatrix_x4_trans(bv, vs + swz<HEAD_DIM>(16 * kk + lane % 16, nd * 16 + (lane / 16) * 8));
+      const uint32_t b_lo[2] = {bv[0], bv[1]}, b_hi[2] = {bv[2], bv[3]};
+      course::mma_m16n8k16<T>(o_acc[2 * nd], pa, b_lo);
+      course::mma_m16n8k16<T>(o_acc[2 * nd + 1], pa, b_hi);
+    }
+  }
+  // END SOLUTION
+}
+
+template <typename T, int HEAD_DIM>
+__global__ void __launch_bounds__(THREADS, 1)
+    flash_attention_kernel(T* __restrict__ o, float* __restrict__ lse, const T* __restrict__ q,
+                           const T* __restrict__ k, const T* __restrict__ v, int seq_q, int seq_kv, int group,
+                           int64_t q_stride, int64_t kv_stride, bool causal, float scale_log2) {
+  constexpr int CHUNKS = HEAD_DIM / 8;           // 16-byte chunks per row
+  constexpr int TILE = BLOCK_KV * HEAD_DIM;      // elements of one K (or V) tile
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);       // (BLOCK_Q, HEAD_DIM) swizzled; O on the way out
+  T* ring = q_s + BLOCK_Q * HEAD_DIM;            // (STAGES, 2, BLOCK_KV, HEAD_DIM): K then V, swizzled
+
+  // Heaviest query tiles first: under a causal mask the last tiles see the most keys, and starting
+  // them first keeps the GPU's last wave short.
+  const int qh = blockIdx.x, b = blockIdx.y, q0 = (gridDim.z - 1 - blockIdx.z) * BLOCK_Q;
+  const int qo_heads = gridDim.x, kv_head = qh / group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group_row = lane / 4, pair = lane % 4;
+  const T* q_rows = q + static_cast<int64_t>(b) * seq_q * q_stride + static_cast<int64_t>(qh) * HEAD_DIM;
+  const T* k_rows = k + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
+  const T* v_rows = v + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
+
+  // BEGIN SOLUTION
+  // STUB: // TODO: the block's 128 query rows q0 .. q0 + 127 of head qh (see the notebook's exercise cell):
+  // STUB: //  1. key_range(): how many tiles of BLOCK_KV keys to visit (none past kv_end) and from which
+  // STUB: //     tile on a mask is needed (full_end); lim[r], the first key this lane's row r may not see.
+  // STUB: //  2. Q into q_s with 16-byte cp.async (course::cp_async_zfill: zeros past seq_q), its own commit
+  // STUB: //     group; the first STAGES - 1 K/V tiles into the ring, one group each (empty ones too).
+  // STUB: //  3. Wait for Q, __syncthreads, then warp w's Q fragments into registers: qf[kk] with
+  // STUB: //     course::ldmatrix_x4 from rows 16 w + lane % 16, columns 16 kk + (lane / 16) 8.
+  // STUB: //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
+  // STUB: //     stage tile t - 1 used, commit, then attend_tile<MASK> on stage t % STAGES.
+  // STUB: //  5. o = O / d (0 where d = 0) rounded to T, through q_s (swizzled) to 16-byte stores of whole
+  // STUB: //     rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
+  // STUB: (void)o; (void)lse; (void)q_rows; (void)k_rows; (void)v_rows; (void)q_stride; (void)kv_stride; (void)causal;
+  // STUB: (void)scale_log2; (void)q_s; (void)ring; (void)qo_heads; (void)warp; (void)group_row; (void)pair; (void)q0;
+  const KeyRange keys = key_range(q0, seq_q, seq_kv, causal);
+  const int n_tiles = (keys.kv_end + BLOCK_KV - 1) / BLOCK_KV;
+  const int full_tiles = keys.full_end / BLOCK_KV;  // tiles 0 .. full_tiles - 1 need no mask
+  // This lane's rows q0 + 16 warp + group_row + 8 r: the first key each may not see, and the last
+  // key any row of the warp may see (a tile starting past it is skipped by the warp).
+  const int row0 = q0 + 16 * warp + group_row, off = seq_kv - seq_q;
+  const int lim[2] = {causal ? min(seq_kv, max(0, row0 + off + 1)) : seq_kv,
+                      causal ? min(seq_kv, max(0, row0 + 8 + off + 1)) : seq_kv};
+  const int warp_last_key = causal ? q0 + 16 * warp + 15 + off : seq_kv - 1;
+
+  // Copies: thread i moves chunk i % CHUNKS of rows i / CHUNKS, + THREADS / CHUNKS, ...; .cg (L2 only):
+  // other blocks, not this SM, read the same K and V again.
+  const int ch = threadIdx.x % CHUNKS, r0 = threadIdx.x / CHUNKS;
+  constexpr int ROW_STEP = THREADS / CHUNKS;
+#pragma unroll
+  for (int i = 0; i < BLOCK_Q / ROW_STEP; ++i) {
+    const int r = r0 + i * ROW_STEP;
+    const bool valid = q0 + r < seq_q;
+    const T* src = valid ? q_rows + static_cast<int64_t>(q0 + r) * q_stride + ch * 8 : q;
+    course::cp_async_zfill<16, course::CacheHint::cg>(q_s + swz<HEAD_DIM>(r, ch * 8), src, valid);
+  }
+  course::cp_async_commit();
+  auto load_tile = [&](int tile) {
+    T* ks = ring + (tile % STAGES) * 2 * TILE;
+    const int k0 = tile * BLOCK_KV;
+#pragma unroll
+    for (int i = 0; i < BLOCK_KV / ROW_STEP; ++i) {
+      const int r = r0 + i * ROW_STEP;
+      const bool valid = k0 + r < seq_kv;  // zeros past seq_kv (masked: their scores never count)
+      const int64_t at = static_cast<int64_t>(k0 + r) * kv_stride + ch * 8;
+      course::cp_async_zfill<16, course::CacheHint::cg>(ks + swz<HEAD_DIM>(r, ch * 8), valid ? k_rows + at : k, valid);
+      course::cp_async_zfill<16, course::CacheHint::cg>(ks + TILE + swz<HEAD_DIM>(r, ch * 8), valid ? v_rows + at : v,
+                                                        valid);
+    }
+  };
+#pragma unroll
+  for (int t = 0; t < STAGES - 1; ++t) {
+    if (t < n_tiles) load_tile(t);
+    course::cp_async_commit();
+  }
+
+  course::cp_async_wait<STAGES - 1>();  // Q's group (the oldest) has landed
+  __syncthreads();
+  uint32_t qf[HEAD_DIM / 16][4];  // A fragments of this warp's 16 rows, for every k step of 16 dims
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
+    course::ldmatrix_x4(qf[kk], q_s + swz<HEAD_DIM>(16 * warp + lane % 16, kk * 16 + (lane / 16) * 8));
+
+  float o_acc[HEAD_DIM / 8][4];  // O (16, HEAD_DIM) in C layout: n tiles of 8 dims
+#pragma unroll
+  for (int n = 0; n < HEAD_DIM / 8; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, d[2] = {0.0f, 0.0f};  // per row; d is this lane's share
+
+  for (int t = 0; t < n_tiles; ++t) {
+    // All but the newest STAGES - 2 groups have landed: tile t has (this thread's copies); after the
+    // barrier everyone's have, and every warp is done with tile t - 1, whose stage is refilled now.
+    course::cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1);
+    course::cp_async_commit();
+    const T* ks = ring + (t % STAGES) * 2 * TILE;
+    const int k0 = t * BLOCK_KV;
+    if (t < full_tiles)
+      attend_tile<false, T, HEAD_DIM>(ks, ks + TILE, qf, o_acc, m, d, k0, lim, scale_log2);
+    else if (k0 <= warp_last_key)  // a tile wholly past the warp's rows adds nothing: skip it
+      attend_tile<true, T, HEAD_DIM>(ks, ks + TILE, qf, o_acc, m, d, k0, lim, scale_log2);
+  }
+  course::cp_async_wait<0>();  // (only empty groups can be left)
+
+  // The epilogue. d so far is this lane's share of its rows' sums: add the quad's 4 shares.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    d[r] += __shfl_xor_sync(0xffffffffu, d[r], 1);
+    d[r] += __shfl_xor_sync(0xffffffffu, d[r], 2);
+    inv[r] = d[r] > 0.0f ? 1.0f / d[r] : 0.0f;  // a row without keys: o = 0
+    const int row = row0 + 8 * r;
+    if (pair == 0 && row < seq_q)
+      lse[(static_cast<int64_t>(b) * seq_q + row) * qo_heads + qh] =
+          m[r] == -INFINITY ? -INFINITY : (m[r] + course::ptx_log2(d[r])) * course::LN2;
+  }
+  // o rounded to T into this warp's own 16 rows of q_s (no other warp reads them: no block barrier),
+  // then whole rows out with 16-byte stores: 256 contiguous bytes per row instead of 4-byte pieces.
+  T* o_s = q_s + 16 * warp * HEAD_DIM;
+#pragma unroll
+  for (int n = 0; n < HEAD_DIM / 8; ++n)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t packed = course::pack2<T>(o_acc[n][2 * r] * inv[r], o_acc[n][2 * r + 1] * inv[r]);
+      *reinterpret_cast<uint32_t*>(o_s + swz<HEAD_DIM>(group_row + 8 * r, n * 8) + 2 * pair) = packed;
+    }
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * CHUNKS; i += 32) {
+    const int r = i / CHUNKS, c = i % CHUNKS, row = q0 + 16 * warp + r;
+    if (row < seq_q)
+      *reinterpret_cast<uint4*>(o + ((static_cast<int64_t>(b) * seq_q + row) * qo_heads + qh) * HEAD_DIM + c * 8) =
+          *reinterpret_cast<const uint4*>(o_s + swz<HEAD_DIM>(r, c * 8));
+  }
+  // END SOLUTION
+}
+
+template <typename T, int HEAD_DIM>
+cudaError_t launch_attention(T* o, float* lse, const T* q, const T* k, const T* v, int64_t batch, int64_t seq_q,
+                             int64_t seq_kv, int64_t qo_heads, int64_t kv_heads, int64_t q_stride, int64_t kv_stride,
+                             bool causal, float sm_scale, cudaStream_t stream) {
+  constexpr int SMEM = smem_bytes<T, HEAD_DIM>();
+  auto kernel = flash_attention_kernel<T, HEAD_DIM>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+  if (err != cudaSuccess) return err;
+  const int64_t q_tiles = course::ceil_div<int64_t>(seq_q, BLOCK_Q);
+  const dim3 grid(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch), static_cast<unsigned>(q_tiles));
+  kernel<<<grid, THREADS, SMEM, stream>>>(o, lse, q, k, v, static_cast<int>(seq_q), static_cast<int>(seq_kv),
+                                          static_cast<int>(qo_heads / kv_heads), q_stride, kv_stride, causal,
+                                          sm_scale * course::LOG2E);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch(T* o, float* lse, const T* q, const T* k, const T* v, int64_t batch, int64_t seq_q,
+                     int64_t seq_kv, int64_t qo_heads, int64_t kv_heads, int64_t head_dim, int64_t q_stride,
+                     int64_t kv_stride, bool causal, float sm_scale, cudaStream_t stream) {
+  const bool aligned = reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(v) % 16 == 0 && reinterpret_cast<uintptr_t>(o) % 16 == 0 &&
+                       q_stride % 8 == 0 && kv_stride % 8 == 0;
+  if (batch < 0 || batch > 65535 || seq_q < 0 || seq_kv < 0 || seq_q > (1 << 29) || seq_kv > (1 << 29) ||
+      kv_heads < 1 || qo_heads < kv_heads || qo_heads % kv_heads != 0 || qo_heads > 65535 || !(sm_scale > 0.0f) ||
+      q_stride < qo_heads * head_dim || kv_stride < kv_heads * head_dim || !aligned ||
+      course::ceil_div<int64_t>(seq_q, BLOCK_Q) > 65535)
+    return cudaErrorInvalidValue;
+  if (batch == 0 || seq_q == 0) return cudaSuccess;
+  switch (head_dim) {
+    case 64: return launch_attention<T, 64>(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, q_stride,
+                                            kv_stride, causal, sm_scale, stream);
+    case 128: return launch_attention<T, 128>(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, q_stride,
+                                              kv_stride, causal, sm_scale, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+COURSE_EXPORT cudaError_t flash_attention_fp16(__half* o, float* lse, const __half* q, const __half* k, const __half* v,
+                                               int64_t batch, int64_t seq_q, int64_t seq_kv, int64_t qo_heads,
+                                               int64_t kv_heads, int64_t head_dim, int64_t q_stride, int64_t kv_stride,
+                                               bool causal, float sm_scale, cudaStream_t stream) {
+  return dispatch(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, head_dim, q_stride, kv_stride, causal,
+                  sm_scale, stream);
+}
+
+COURSE_EXPORT cudaError_t flash_attention_bf16(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q,
+                                               const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t batch,
+                                               int64_t seq_q, int64_t seq_kv, int64_t qo_heads, int64_t kv_heads,
+                                               int64_t head_dim, int64_t q_stride, int64_t kv_stride, bool causal,
+                                               float sm_scale, cudaStream_t stream) {
+  return dispatch(o, lse, q, k, v, batch, seq_q, seq_kv, qo_heads, kv_heads, head_dim, q_stride, kv_stride, causal,
+                  sm_scale, stream);
+}
