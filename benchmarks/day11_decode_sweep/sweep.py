@@ -1,5 +1,5 @@
 """Day 11 sweep: day11.batch_decode's reference design (solutions/day11/batch_decode.cu) with its
-pipeline depth, warps per block and page-number prefetch varied, at the exercise's timed cases, beside
+pipeline depth and warps per block varied, at the exercise's timed cases, beside
 a device copy of the KV bytes. Run from the repo root on a GPU machine:
     python3 benchmarks/day11_decode_sweep/sweep.py                 (writes $OUT/day11-sweep.json)
     python3 benchmarks/day11_decode_sweep/sweep.py --ncu VARIANT   (one call per timed case, for ncu)
@@ -21,28 +21,16 @@ from grader.bench import bench_interleaved, copy_baseline  # noqa: E402
 from grader.exercises import get  # noqa: E402
 
 SOLUTION = (ROOT / "solutions/day11/batch_decode.cu").read_text()
-NO_PREFETCH = [  # read a tile's page numbers just before its copies are issued (the first design)
-    ("    if (tile + STAGES - 1 < num_tiles) load_tile(tile + STAGES - 1, (tile + STAGES - 1) % STAGES, page);\n"
-     "    read_pages(tile + STAGES, page);\n",
-     "    read_pages(tile + STAGES - 1, page);\n"
-     "    if (tile + STAGES - 1 < num_tiles) load_tile(tile + STAGES - 1, (tile + STAGES - 1) % STAGES, page);\n")]
-
-
-def variant(stages: int, warps: int, prefetch: bool = True) -> str:
+def variant(stages: int, warps: int) -> str:
     text = re.sub(r"constexpr int STAGES = \d+;", f"constexpr int STAGES = {stages};", SOLUTION)
     text = re.sub(r"constexpr int WARPS = \d+;", f"constexpr int WARPS = {warps};", text)
     # only head_dim 128 (the timed cases'): a third of the build time
     text, n = re.subn(r"    case (64|256): return launch_decode<T, \1>\(.*?\);\n", "", text, flags=re.S)
     assert n == 2, n
-    for old, new in ([] if prefetch else NO_PREFETCH):
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
     return text
 
 
-VARIANTS = {f"s{s}w{w}{'' if p else 'np'}": (s, w, p)
-            for (s, w, p) in [(2, 4, False), (2, 4, True), (3, 4, True), (3, 4, False), (2, 2, True), (3, 2, True),
-                              (4, 2, True), (2, 8, True), (3, 8, True)]}
+VARIANTS = {f"s{s}w{w}": (s, w) for (s, w) in [(2, 4), (3, 4), (2, 2), (3, 2), (4, 2), (2, 8), (3, 8)]}
 
 
 def build_all(names):
@@ -65,7 +53,7 @@ def main():
     t0 = time.time()
     mods = build_all(names)
     print(f"built {len(mods)} variants in {time.time() - t0:.0f} s on {torch.cuda.get_device_name()}", flush=True)
-    out = {"device": torch.cuda.get_device_name(), "variants": {n: dict(zip(("stages", "warps", "prefetch"), VARIANTS[n]))
+    out = {"commit": os.environ.get("COURSE_COMMIT", "unknown"), "device": torch.cuda.get_device_name(), "variants": {n: dict(zip(("stages", "warps"), VARIANTS[n]))
                                                                   for n in names}, "results": {}}
     gen = torch.Generator(device="cuda")
     for case in ex.perf_cases:

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash 3d84f8516edf).
+// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash ba0e9f95e870).
 // Day 11 exercise: batched decode attention over a paged KV cache, GQA on the tensor cores, K/V
 // tiles through a cp.async pipeline, split-KV with a merge when the batch is too small to fill the
 // GPU (models: FlashInfer include/flashinfer/attention/decode.cuh, cascade.cuh, page.cuh).
@@ -21,22 +21,20 @@
 // Design: a block of 4 warps per (KV head, request, split). The block's group query heads are the
 // rows of one 16-row mma tile (rows >= group are zeros), so one K tile feeds every query head of the
 // group: S = Q K^T and O += P V with mma.sync m16n8k16. Tiles of 64 tokens (16 per warp) come from the
-// pages with cp.async, 3 stages (two tiles in flight while one is computed); the page numbers of a tile
-// are read one iteration before its copies are issued, so the copies never wait on that read. Each warp
-// keeps its own online-softmax state for its 16 rows and the 4 states merge through shared memory at
-// the end. When batch * kv_heads blocks cannot fill the GPU, each request is split into `splits` token
-// ranges; each split writes its state (o, lse) to the workspace and a second launch of the kernel
-// (phase 1) merges them (course/attention.cuh).
+// pages with cp.async, 2 stages; each warp keeps its own online-softmax state for its 16 rows and the
+// 4 states merge through shared memory at the end. When batch * kv_heads blocks cannot fill the GPU,
+// each request is split into `splits` token ranges; each split writes its state (o, lse) to the
+// workspace and a second launch of the kernel (phase 1) merges them (course/attention.cuh).
 //
 // Napkin math (Llama 3 8B: 32 query heads, 8 KV heads, head_dim 128, bf16): a token's K and V of one
 // KV head are 2 x 256 B; batch 64 x 4096 tokens reads 64 x 4096 x 8 x 512 B = 1.07 GB: ~255 us at
 // ~4.2 TB/s. Per byte read, a group of 4 heads does 4 multiply-adds per K element and per V element:
 // ~4 flops per byte, far below the tensor cores' ~130 per byte of bandwidth, so memory-bound; the
 // tensor cores only save the CUDA cores' issue slots. Target >= 0.85x a copy of the KV bytes.
-// Bytes in flight (Little's law): ~4 TB/s x ~1 us of DRAM latency is ~4 MB, ~32 KB per SM. A tile is
-// 64 tokens x 512 B = 32 KB; 3 stages (102 KB of shared memory at head_dim 128) fit 2 blocks per SM,
-// each with 2 tiles in flight: 128 KB per SM, room for latency spikes. With 2 stages only one tile per
-// block was in flight, and its issue first waited for the page-number read: 0.55x copy on the H200.
+// Measured on the H200 (benchmarks/day11_decode_sweep, reports/day11-decode-sweep.json): 3 stages (2
+// blocks per SM instead of 3), 2 or 8 warps per block, or page numbers read an iteration ahead were
+// not faster over the three timed shapes; ncu shows the kernel short of warps to hide latency (12 of
+// 64 per SM), DRAM at about half its bandwidth.
 #include "course/async.cuh"
 #include "course/attention.cuh"
 #include "course/math.cuh"
@@ -47,7 +45,7 @@ namespace {
 constexpr int WARPS = 4;
 constexpr int THREADS = WARPS * 32;
 constexpr int TILE = 16 * WARPS;  // tokens per pipeline stage: 16 per warp
-constexpr int STAGES = 3;
+constexpr int STAGES = 2;
 constexpr int MAX_SPLITS = 32;    // partial states per query head the workspace holds (see the launcher)
 constexpr int MAX_GROUP = 16;     // query heads per KV head: the rows of one mma tile
 
@@ -109,7 +107,6 @@ __global__ void __launch_bounds__(THREADS)
   //  2. Stage q's group rows in q_s (rows >= group zero), swizzled with swz<HEAD_DIM>.
   //  3. Per tile of TILE tokens: cp.async (course::cp_async_zfill, zeros past t1) each token's K and
   //     V row from its page into the stage's k_s / v_s; STAGES-deep ring, commit / wait, barriers.
-  //     Read a tile's page numbers (kv_indices) an iteration before issuing its copies.
   //  4. Warp w takes tokens 16 w .. 16 w + 15 of the tile: S = Q K^T (ldmatrix + mma, K without
   //     .trans), scale by scale_log2, -inf past t1, online softmax per row (m, d; rescale the
   //     accumulators by 2^(m_old - m_new)), O += P V (P from S's registers, V with .trans).

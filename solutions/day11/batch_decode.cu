@@ -20,22 +20,20 @@
 // Design: a block of 4 warps per (KV head, request, split). The block's group query heads are the
 // rows of one 16-row mma tile (rows >= group are zeros), so one K tile feeds every query head of the
 // group: S = Q K^T and O += P V with mma.sync m16n8k16. Tiles of 64 tokens (16 per warp) come from the
-// pages with cp.async, 3 stages (two tiles in flight while one is computed); the page numbers of a tile
-// are read one iteration before its copies are issued, so the copies never wait on that read. Each warp
-// keeps its own online-softmax state for its 16 rows and the 4 states merge through shared memory at
-// the end. When batch * kv_heads blocks cannot fill the GPU, each request is split into `splits` token
-// ranges; each split writes its state (o, lse) to the workspace and a second launch of the kernel
-// (phase 1) merges them (course/attention.cuh).
+// pages with cp.async, 2 stages; each warp keeps its own online-softmax state for its 16 rows and the
+// 4 states merge through shared memory at the end. When batch * kv_heads blocks cannot fill the GPU,
+// each request is split into `splits` token ranges; each split writes its state (o, lse) to the
+// workspace and a second launch of the kernel (phase 1) merges them (course/attention.cuh).
 //
 // Napkin math (Llama 3 8B: 32 query heads, 8 KV heads, head_dim 128, bf16): a token's K and V of one
 // KV head are 2 x 256 B; batch 64 x 4096 tokens reads 64 x 4096 x 8 x 512 B = 1.07 GB: ~255 us at
 // ~4.2 TB/s. Per byte read, a group of 4 heads does 4 multiply-adds per K element and per V element:
 // ~4 flops per byte, far below the tensor cores' ~130 per byte of bandwidth, so memory-bound; the
 // tensor cores only save the CUDA cores' issue slots. Target >= 0.85x a copy of the KV bytes.
-// Bytes in flight (Little's law): ~4 TB/s x ~1 us of DRAM latency is ~4 MB, ~32 KB per SM. A tile is
-// 64 tokens x 512 B = 32 KB; 3 stages (102 KB of shared memory at head_dim 128) fit 2 blocks per SM,
-// each with 2 tiles in flight: 128 KB per SM, room for latency spikes. With 2 stages only one tile per
-// block was in flight, and its issue first waited for the page-number read: 0.55x copy on the H200.
+// Measured on the H200 (benchmarks/day11_decode_sweep, reports/day11-decode-sweep.json): 3 stages (2
+// blocks per SM instead of 3), 2 or 8 warps per block, or page numbers read an iteration ahead were
+// not faster over the three timed shapes; ncu shows the kernel short of warps to hide latency (12 of
+// 64 per SM), DRAM at about half its bandwidth.
 #include "course/async.cuh"
 #include "course/attention.cuh"
 #include "course/math.cuh"
@@ -46,7 +44,7 @@ namespace {
 constexpr int WARPS = 4;
 constexpr int THREADS = WARPS * 32;
 constexpr int TILE = 16 * WARPS;  // tokens per pipeline stage: 16 per warp
-constexpr int STAGES = 3;
+constexpr int STAGES = 2;
 constexpr int MAX_SPLITS = 32;    // partial states per query head the workspace holds (see the launcher)
 constexpr int MAX_GROUP = 16;     // query heads per KV head: the rows of one mma tile
 
@@ -130,7 +128,6 @@ __global__ void __launch_bounds__(THREADS)
   // STUB: //  2. Stage q's group rows in q_s (rows >= group zero), swizzled with swz<HEAD_DIM>.
   // STUB: //  3. Per tile of TILE tokens: cp.async (course::cp_async_zfill, zeros past t1) each token's K and
   // STUB: //     V row from its page into the stage's k_s / v_s; STAGES-deep ring, commit / wait, barriers.
-  // STUB: //     Read a tile's page numbers (kv_indices) an iteration before issuing its copies.
   // STUB: //  4. Warp w takes tokens 16 w .. 16 w + 15 of the tile: S = Q K^T (ldmatrix + mma, K without
   // STUB: //     .trans), scale by scale_log2, -inf past t1, online softmax per row (m, d; rescale the
   // STUB: //     accumulators by 2^(m_old - m_new)), O += P V (P from S's registers, V with .trans).
@@ -152,27 +149,18 @@ __global__ void __launch_bounds__(THREADS)
     *reinterpret_cast<uint4*>(q_s + swz<HEAD_DIM>(row, col)) = val;
   }
 
-  // A thread copies the 16-byte chunk `col` of rows row0, row0 + ROW_STEP, ... of every tile (consecutive
-  // threads along a row: one token's HEAD_DIM values of this KV head are contiguous in its page).
-  constexpr int ROW_STEP = THREADS / CHUNKS, ROWS = TILE / ROW_STEP;
-  const int row0 = threadIdx.x / CHUNKS, col = threadIdx.x % CHUNKS * 8;
-  // The page of each of those rows in `tile` (plain loads: the registers are used an iteration later).
-  auto read_pages = [&](int tile, int (&page)[ROWS]) {
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) {
-      const int t = t0 + tile * TILE + row0 + i * ROW_STEP;
-      page[i] = t < t1 ? kv_indices[page0 + t / page_size] : 0;
-    }
-  };
-  // One tile's K and V rows into `stage`; past t1: zeros, no read.
-  auto load_tile = [&](int tile, int stage, const int (&page)[ROWS]) {
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) {
-      const int row = row0 + i * ROW_STEP, t = t0 + tile * TILE + row;
+  // One tile's K and V rows into `stage`: 16-byte chunks, consecutive threads along a row (one
+  // token's 2 x HEAD_DIM bytes of this KV head are contiguous in its page). Past t1: zeros, no read.
+  auto load_tile = [&](int tile, int stage) {
+    for (int v = threadIdx.x; v < TILE * CHUNKS; v += THREADS) {
+      const int row = v / CHUNKS, col = v % CHUNKS * 8;
+      const int t = t0 + tile * TILE + row;
       const bool valid = t < t1;
-      const T* k_src = valid ? kv_cache + (static_cast<int64_t>(page[i]) * 2 * page_size + t % page_size) * row_stride +
-                                   kv_head * HEAD_DIM + col
-                             : kv_cache;
+      const T* k_src = kv_cache;
+      if (valid) {
+        const int64_t page = kv_indices[page0 + t / page_size];
+        k_src = kv_cache + (page * 2 * page_size + t % page_size) * row_stride + kv_head * HEAD_DIM + col;
+      }
       const T* v_src = valid ? k_src + page_size * row_stride : kv_cache;
       const int at = stage * TILE * HEAD_DIM + swz<HEAD_DIM>(row, col);
       course::cp_async_zfill<16, course::CacheHint::cg>(k_s + at, k_src, valid);
@@ -187,20 +175,15 @@ __global__ void __launch_bounds__(THREADS)
   for (int n = 0; n < HEAD_DIM / 8; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, d[2] = {0.0f, 0.0f};  // this lane's share of d; m is per row
 
-  int page[ROWS];
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
-    read_pages(st, page);
-    if (st < num_tiles) load_tile(st, st, page);
+    if (st < num_tiles) load_tile(st, st);
     course::cp_async_commit();
   }
-  read_pages(STAGES - 1, page);
   for (int tile = 0; tile < num_tiles; ++tile) {
     // Issue the tile STAGES - 1 ahead into the stage computed on last iteration (freed by its final
-    // barrier), with the page numbers read on the last iteration; read the next tile's. Then wait for
-    // this tile's group: all but the newest STAGES - 1 groups have landed.
-    if (tile + STAGES - 1 < num_tiles) load_tile(tile + STAGES - 1, (tile + STAGES - 1) % STAGES, page);
-    read_pages(tile + STAGES, page);
+    // barrier), then wait for this tile's group: all but the newest STAGES - 1 groups have landed.
+    if (tile + STAGES - 1 < num_tiles) load_tile(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
     course::cp_async_commit();
     course::cp_async_wait<STAGES - 1>();
     __syncthreads();  // every thread's copies (and, the first time, q_s) are visible to all warps
