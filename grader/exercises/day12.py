@@ -239,7 +239,7 @@ EXERCISES = [
         target_note="TFLOP/s counts only the (query, key) pairs the mask lets through. On the H200, SDPA's FLASH "
                     "backend (FlashAttention-2) reached ~351 / 335 TFLOP/s non-causal / causal (bf16, batch 4 x "
                     "8192, 32 heads), FlashInfer's FA2-style prefill 1.11-1.15x that and the cuDNN backend "
-                    "(Hopper's wgmma) ~1.8x (grading-method.md); mma.sync itself tops out near 636",
+                    "(Hopper's wgmma) ~1.7x (grading-method.md); mma.sync itself tops out near 636",
         required_sass={
             "HMMA.16816.F32": "S = Q K^T and O += P V on the tensor cores (mma.sync m16n8k16, fp32 accumulators)",
             "LDSM": "K and V fragments loaded with ldmatrix (V with .trans)",

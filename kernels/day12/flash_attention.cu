@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash d2f3095e9294).
+// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 3ca5054e6c36).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   //  3. Wait for Q, __syncthreads, then warp w's Q fragments into registers: qf[kk] with
   //     course::ldmatrix_x4 from rows 16 w + lane % 16, columns 16 kk + (lane / 16) 8.
   //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
-  //     stage tile t - 1 used, commit, then attend_tile<MASK> on stage t % STAGES.
+  //     stage tile t - 1 used, commit, then attend_tile on stage t % STAGES: MASK false below
+  //     full_end's tile, true from there on; a masked tile wholly past the warp's last row is skipped.
   //  5. o = O / d (0 where d = 0) rounded to T, through q_s (swizzled) to 16-byte stores of whole
   //     rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
   (void)o; (void)lse; (void)q_rows; (void)k_rows; (void)v_rows; (void)q_stride; (void)kv_stride; (void)causal;

@@ -194,7 +194,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   // STUB: //  3. Wait for Q, __syncthreads, then warp w's Q fragments into registers: qf[kk] with
   // STUB: //     course::ldmatrix_x4 from rows 16 w + lane % 16, columns 16 kk + (lane / 16) 8.
   // STUB: //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
-  // STUB: //     stage tile t - 1 used, commit, then attend_tile<MASK> on stage t % STAGES.
+  // STUB: //     stage tile t - 1 used, commit, then attend_tile on stage t % STAGES: MASK false below
+  // STUB: //     full_end's tile, true from there on; a masked tile wholly past the warp's last row is skipped.
   // STUB: //  5. o = O / d (0 where d = 0) rounded to T, through q_s (swizzled) to 16-byte stores of whole
   // STUB: //     rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
   // STUB: (void)o; (void)lse; (void)q_rows; (void)k_rows; (void)v_rows; (void)q_stride; (void)kv_stride; (void)causal;
