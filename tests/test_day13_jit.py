@@ -1,7 +1,9 @@
 """Day 13's cache checks can fail: a build path whose key ignores the flags or the source, and a
 repeat request slower than the limit, are each caught (the learner's template cannot break the key,
-so these are broken here, not in tests/mutants/); and `grader release` makes a template's stub."""
+so these are broken here, not in tests/mutants/); `grader release` makes a template's stub; and the
+tolerances pass the graded expressions evaluated in fp32 and reject a second rounding (on the CPU)."""
 import pytest
+import torch
 
 from grader import exercises, release, toolchain
 from grader.build import extension
@@ -55,3 +57,37 @@ def test_release_makes_a_templates_stub(tmp_path, monkeypatch):
     stub.write_text(stub.read_text() + "{# my work #}\n")
     assert release.release(force=True, echo=lambda s: None) == 0
     assert (stub.parent / (stub.name + ".bak")).read_text().endswith("{# my work #}\n")
+
+
+# The graded expressions evaluated as the kernel does (in fp32, rounded once to the storage type),
+# with PyTorch on the CPU: every untimed case must pass its tolerance; rounding act(x) to the
+# storage type before the multiply (two roundings) must fail in most of them.
+FP32_FORMS = {
+    "silu": lambda x: x / (1 + torch.exp(-x)),
+    "gelu_tanh": lambda x: x / (1 + torch.exp(-1.5957691216057308 * x * (0.044715 * x * x + 1))),
+    "gelu": lambda x: 0.5 * x * (1 + torch.erf(0.7071067811865476 * x)),
+    "relu2": lambda x: torch.where(x > 0, x * x, torch.zeros_like(x)),
+    "unseen": lambda x: x / (1 + torch.exp(-1.702 * x)),
+}
+
+
+def test_the_tolerances_pass_fp32_evaluation_and_reject_two_roundings():
+    from grader.check.compare import compare
+
+    ex = exercises.get(EXERCISE)
+    assert set(FP32_FORMS) == {c.params["act"] for c in ex.cases}
+    wrong, missed = [], {}
+    for case in (c for c in ex.cases if not c.perf):
+        p = case.params
+        x = ex.make_inputs(p, torch.Generator().manual_seed(0), device="cpu")["input"]
+        want, tol = ex.reference(p, {"input": x})["out"], ex.tolerance(p)
+        gate, up = x[:, :p["d"]].float(), x[:, p["d"]:].float()
+        act = FP32_FORMS[p["act"]](gate)
+        right = compare("out", (act * up).to(x.dtype), want, tol.rtol, tol.atol)
+        if not right.ok:
+            wrong.append(f"{case.label}: {right.message()}")
+        twice = compare("out", (act.to(x.dtype).float() * up).to(x.dtype), want, tol.rtol, tol.atol)
+        missed.setdefault((p["act"], p["dtype"]), []).append(twice.ok)
+    assert not wrong, "\n".join(wrong[:5])
+    for key, passed in missed.items():  # tiny cases (1-3 elements) may pass by luck
+        assert sum(passed) <= len(passed) // 4, f"{key}: two roundings passed {sum(passed)} of {len(passed)} cases"

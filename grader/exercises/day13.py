@@ -63,12 +63,16 @@ class Activation:
     expr: str                            # what the template renders, on a float x
     reference: Callable                  # fp64 torch, x -> act(x)
     about: str                           # what it is and why the expression is written so
+    eager: Callable | None = None        # eager PyTorch, as the reported baseline (else `reference`)
     # An absolute error beyond the relative bound, per unit |gate| |up|: an expression that subtracts
     # nearly equal numbers (1 + erf(v) for v < 0) keeps the error of the larger one (erff: 2 ulp of 1).
     cancels: float = 0.0
     large_gate: tuple[float, float] = (1000.0, 1000.0)  # the "large" case's gate bound (fp16, bf16)
 
 
+# The references, in fp64 and written without cancellation, so that they are right down to the
+# smallest outputs (F.gelu's 0.5 x (1 + tanh(z)) is 0 in fp64 for x < -6, where the exact value
+# is ~x e^(2z)); the eager baselines as a PyTorch user writes them.
 def _silu(x):
     import torch.nn.functional as F
 
@@ -76,15 +80,17 @@ def _silu(x):
 
 
 def _gelu_tanh(x):
-    import torch.nn.functional as F
+    import torch
 
-    return F.gelu(x, approximate="tanh")
+    return x * torch.sigmoid(1.5957691216057308 * (x + 0.044715 * x ** 3))  # 0.5 (1 + tanh z) = sigmoid(2z)
 
 
 def _gelu(x):
-    import torch.nn.functional as F
+    import math
 
-    return F.gelu(x)
+    import torch
+
+    return 0.5 * x * torch.special.erfc(-x / math.sqrt(2.0))  # 1 + erf(v) = erfc(-v)
 
 
 def _relu2(x):
@@ -97,16 +103,29 @@ def _quick_gelu(x):
     return x * torch.sigmoid(1.702 * x)
 
 
+def _eager_gelu_tanh(x):
+    import torch.nn.functional as F
+
+    return F.gelu(x, approximate="tanh")
+
+
+def _eager_gelu(x):
+    import torch.nn.functional as F
+
+    return F.gelu(x)
+
+
 # Four activations the exercise names (the ones FlashInfer's activation module and current models
 # use), and one it does not: the template must render whatever expression it is given.
 SILU = Activation("silu", "x / (1.0f + __expf(-x))", _silu, "SiLU (Llama, Qwen, Mistral): Day 2's form")
 GELU_TANH = Activation(
     "gelu_tanh", "x / (1.0f + __expf(-1.5957691216057308f * x * fmaf(0.044715f, x * x, 1.0f)))", _gelu_tanh,
-    "GELU, tanh form (Gemma): 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2z)), one exp and no 1 - 1 cancellation for x < 0")
+    "GELU, tanh form (Gemma): 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2z)), one exp and no 1 - 1 cancellation for x < 0",
+    eager=_eager_gelu_tanh)
 GELU = Activation(
     "gelu", "0.5f * x * (1.0f + erff(0.7071067811865476f * x))", _gelu,
     "GELU, erf form (FlashInfer's `gelu`): for x < 0, 1 + erf(v) cancels; erff's 2 ulp near 1 become an "
-    "absolute error", cancels=2.0 ** -23)
+    "absolute error", cancels=2.0 ** -23, eager=_eager_gelu)
 RELU2 = Activation("relu2", "x > 0.0f ? x * x : 0.0f", _relu2,
                    "squared ReLU (Nemotron, Primer): a conditional expression, so the template must keep it whole",
                    large_gate=(64.0, 4096.0))
@@ -233,7 +252,8 @@ def _reference(p, inputs):
 
 def _eager(p, inputs, outputs):
     x, d = inputs["input"], p["d"]
-    outputs["out"].copy_(ACTIVATIONS[p["act"]].reference(x[:, :d]) * x[:, d:])  # eager: a kernel per operation
+    act = ACTIVATIONS[p["act"]]
+    outputs["out"].copy_((act.eager or act.reference)(x[:, :d]) * x[:, d:])  # eager: a kernel per operation
 
 
 # The fp32 evaluation of a graded expression, relative: __expf(-t) errs by <= 2 + 1.173 |t| ulp
