@@ -43,6 +43,16 @@ def test_bad_entry_points_are_explained(bad, message):
 def test_binding_checks_tensors_and_errors():
     text = generate_binding(parse_exports(SRC))
     assert text.startswith("#include <torch/extension.h>")  # first, so the precompiled header applies
-    assert 'course_check_tensor(out, "out", at::kHalf, "scale_fp16")' in text
+    assert 'course_check_tensor(out, "out", at::kHalf, "scale_fp16", false)' in text  # contiguous only
     assert "cudaGetErrorString(err)" in text
     assert 'm.def("device_count", &py_device_count' in text
+
+
+def test_an_entry_point_with_a_row_stride_accepts_rows_apart():
+    # Day 12's q, k, v may be slices of one fused qkv buffer: rows apart, each row contiguous. An entry
+    # point says it reads such rows by taking a *_stride parameter; no other gets a non-contiguous tensor.
+    src = ("COURSE_EXPORT cudaError_t attn(__half* o, const __half* q, int64_t n, int64_t q_stride, "
+           "cudaStream_t stream);")
+    text = generate_binding(parse_exports(src))
+    assert 'course_check_tensor(q, "q", at::kHalf, "attn", true)' in text
+    assert "t.stride(-1) == 1" in text
