@@ -236,13 +236,16 @@ def _mutant_tally(junit: Path) -> dict:
         if "test_mutants" not in c.get("classname", "") or "[" not in name:
             continue
         skipped, failed = c.find("skipped"), c.find("failure") if c.find("failure") is not None else c.find("error")
-        outcome = ("skipped: " + (skipped.get("message") or "")[:200] if skipped is not None else
+        blind = skipped is not None and skipped.get("type") == "pytest.xfail"  # tests/mutants `undetected`
+        outcome = ((skipped.get("message") or "")[:300] if blind else
+                   "skipped: " + (skipped.get("message") or "")[:200] if skipped is not None else
                    "MISSED: " + (failed.get("message") or "")[:200] if failed is not None else "caught")
         rows.append({"mutant": name[name.index("[") + 1:-1], "outcome": outcome})
     rows.sort(key=lambda r: r["mutant"])
-    ran = [r for r in rows if not r["outcome"].startswith("skipped")]
+    blind = [r["mutant"] for r in rows if r["outcome"].startswith("blind spot")]
+    ran = [r for r in rows if not r["outcome"].startswith(("skipped", "blind spot"))]
     missed = [r["mutant"] for r in ran if r["outcome"] != "caught"]
-    return {"caught": len(ran) - len(missed), "total": len(ran), "missed": missed,
+    return {"caught": len(ran) - len(missed), "total": len(ran), "missed": missed, "blind_spots": blind,
             "skipped": [r["mutant"] for r in rows if r["outcome"].startswith("skipped")], "rows": rows}
 
 
@@ -336,6 +339,8 @@ def self_test(out: str | Path, only: list[str] | None = None) -> int:
           "not edited by hand.", "",
           f"Known-wrong submissions (tests/mutants): **caught {mt['caught']} / {mt['total']}**"
           + (f"; MISSED: {', '.join(mt['missed'])}" if mt["missed"] else "")
+          + (f"; known blind spots (no check or tool sees them, see the table): {', '.join(mt['blind_spots'])}"
+             if mt.get("blind_spots") else "")
           + (f"; not run here: {', '.join(mt['skipped'])}" if mt["skipped"] else "") + ".", "",
           f"Solutions over {config.FALSE_FAILURE_SEEDS} seeds (correctness only): "
           + (f"no false failure in any of the {len(ms)} exercises." if not bad else
