@@ -69,6 +69,27 @@ def dot_tolerance(out_dtype: str, k: int, term_rms: float = 1.0, slack: float = 
                      f"with k (4 u32 k |a_i b_i| = {4 * u32 * term_rms * k:.2g} here)")
 
 
+def attention_tolerance(dtype: str, n: int, v_scale: float, score_max: float, what: str = "keys") -> Tolerance:
+    """The tolerance of attention outputs o and lse over `n` keys per row, computed on the tensor cores
+    (Days 11-12). o: P is rounded to fp16/bf16 for the tensor cores and o once on the way out (2 u
+    relative of the largest |v|), plus the fp32 accumulation of P V, which on the tensor cores truncates
+    a few ulps of the running sum per 16-key step (Day 9): n / 16 steps of 5 x 2^-21 of max |v|, growing
+    with n. lse: 8 fp32 ulps of scores up to `score_max` plus the fp32 sum of n exponentials (up to n u32
+    relative, sequential worst case): also growing with n. One tolerance for both outputs (lse ~ ln(n) +
+    scores: its own bound is the smaller one here)."""
+    u, u32 = UNIT_ROUNDOFF[dtype], UNIT_ROUNDOFF["fp32"]
+    n = max(1, n)
+    atol_o = v_scale * (2 * u + 5 * 2.0 ** -21 * n / 16)
+    atol_lse = 8 * u32 * score_max + 2 * u32 * n
+    bits = round(-math.log2(u))
+    why = (f"o: {dtype} rounding of P and of o (2 x 2^-{bits}) plus fp32 tensor-core accumulation over {n} {what} "
+           f"(5 x 2^-21 max|v| per 16-step), x |v| scale {v_scale:g}: atol {atol_o:.2g}, grows with the number of "
+           f"{what}; a sum kept in {dtype} errs ~2^-{bits} per step and fails; lse (natural log): 8 fp32 ulps of "
+           f"scores up to {score_max:g} plus the fp32 sum of {n} exponentials (2 n u32): atol {atol_lse:.2g}, grows "
+           f"with n; lse in base 2 is off by 44%")
+    return Tolerance(2 * u, max(atol_o, atol_lse), why)
+
+
 @dataclass(frozen=True)
 class Baseline:
     """Work timed beside the learner's kernel, interleaved, in the same process.

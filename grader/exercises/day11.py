@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..spec import UNIT_ROUNDOFF, Baseline, Case, Exercise, Tolerance, memory_bound, torch_dtype
+from ..spec import Baseline, Case, Exercise, attention_tolerance, memory_bound, torch_dtype
 
 DTYPES = ("fp16", "bf16")
 MAX_SPLITS = 32  # partial states per query head the workspace holds (solutions/day11/batch_decode.cu)
@@ -181,27 +181,9 @@ def reference(p, inputs, dtype=None):
 
 
 def _tolerance(p):
-    """o: P is rounded to fp16/bf16 for the tensor cores and o once on the way out (2 u
-    relative of the largest |v| with slack), plus the fp32 accumulation over the sequence, which on the
-    tensor cores truncates a few ulps of the running sum per 16-token step (Day 9): n / 16 steps of
-    2^-21 of max |v| (~5 |v| scale), growing with n. lse: a few fp32 ulps of the scores (|s| up to
-    ~1e3 in the large cases) plus the fp32 sum of n exponentials, which errs up to n u32 relative
-    (sequential worst case): also growing with n."""
-    u = UNIT_ROUNDOFF[p["dtype"]]
-    u32 = UNIT_ROUNDOFF["fp32"]
-    n = p["max_len"]
-    vscale = KINDS[p["kind"]][1]
-    atol_o = vscale * (2 * u + 5 * 2.0 ** -21 * n / 16)
-    smax = 1e3 if p["kind"] == "large" else 64.0
-    atol_lse = 8 * u32 * smax + 2 * u32 * n
-    why = (f"o: {p['dtype']} rounding of P and of o (2 x 2^-{round(-math.log2(u))}) plus fp32 tensor-core "
-           f"accumulation over {n} tokens (5 x 2^-21 max|v| per 16-token step), x |v| scale {vscale:g}: "
-           f"atol {atol_o:.2g}, grows with the sequence length; a sum kept in {p['dtype']} errs ~2^-"
-           f"{round(-math.log2(u))} per step and fails")
-    why_lse = (f"lse (natural log): 8 fp32 ulps of scores up to {smax:g} plus the fp32 sum of {n} "
-               f"exponentials (2 n u32): atol {atol_lse:.2g}, grows with n; lse in base 2 is off by 44%")
-    # One tolerance for both outputs (lse ~ ln(n) + scores: its own bound is the smaller one here).
-    return Tolerance(2 * u, max(atol_o, atol_lse), why + "; " + why_lse)
+    """attention_tolerance (grader/spec.py) over max_len tokens, with this case's |v| scale and largest score."""
+    return attention_tolerance(p["dtype"], p["max_len"], KINDS[p["kind"]][1], 1e3 if p["kind"] == "large" else 64.0,
+                               "tokens")
 
 
 def _kv_bytes(p):

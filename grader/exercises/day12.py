@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, compute_bound, sdpa_flash_baseline, torch_dtype)
+from ..spec import Case, Exercise, attention_tolerance, compute_bound, sdpa_flash_baseline, torch_dtype
 
 DTYPES = ("fp16", "bf16")
 QK_SCALE = 3.0 ** 0.5  # q, k entries of this size give scores q.k / sqrt(d) of standard deviation ~3 (Day 11)
@@ -152,25 +152,9 @@ def reference(p, inputs, dtype=None):
 
 
 def _tolerance(p):
-    """Day 11's bound, for seq_kv keys per row. o: P is rounded to fp16/bf16 for the tensor cores and o
-    once on the way out (2 u relative of the largest |v|), plus the fp32 accumulation of P V over the
-    keys, which on the tensor cores truncates a few ulps of the running sum per 16-key step (Day 9):
-    n / 16 steps of 5 x 2^-21 of max |v|, growing with n. lse: a few fp32 ulps of the scores (up to ~1e3
-    in the large cases) plus the fp32 sum of n exponentials (up to n u32 relative): also growing with n."""
-    u = UNIT_ROUNDOFF[p["dtype"]]
-    u32 = UNIT_ROUNDOFF["fp32"]
-    n = max(1, p["seq_kv"])
-    vscale = KINDS[p["kind"]][1]
-    atol_o = vscale * (2 * u + 5 * 2.0 ** -21 * n / 16)
-    smax = 1e3 if p["kind"] == "large" else 64.0
-    atol_lse = 8 * u32 * smax + 2 * u32 * n
-    why = (f"o: {p['dtype']} rounding of P and of o (2 x 2^-{round(-math.log2(u))}) plus fp32 tensor-core "
-           f"accumulation over {n} keys (5 x 2^-21 max|v| per 16-key step), x |v| scale {vscale:g}: atol "
-           f"{atol_o:.2g}, grows with seq_kv; O kept in {p['dtype']} errs ~2^-{round(-math.log2(u))} per step "
-           f"and fails")
-    why_lse = (f"lse (natural log): 8 fp32 ulps of scores up to {smax:g} plus the fp32 sum of {n} "
-               f"exponentials (2 n u32): atol {atol_lse:.2g}; lse in base 2 is off by 44%")
-    return Tolerance(2 * u, max(atol_o, atol_lse), why + "; " + why_lse)
+    """attention_tolerance (grader/spec.py) over seq_kv keys, with this case's |v| scale and largest score."""
+    return attention_tolerance(p["dtype"], p["seq_kv"], KINDS[p["kind"]][1], 1e3 if p["kind"] == "large" else 64.0,
+                               "keys")
 
 
 def attended_pairs(p) -> int:
