@@ -12,26 +12,19 @@
 // Napkin math at 4096^3: 137 GFLOP; what is left is mma.sync's own ceiling (~636 TFLOP/s on an
 // H200) against cuBLAS's wgmma (~780): expect 0.6-0.75x torch.matmul.
 //
-//   a [M, K], b [N, K], c [M, N]   bf16; M a multiple of 128, N of 256, K of 32; 16-byte aligned
-#include "course/async.cuh"
-#include "course/mma.cuh"
+// The tile shape, the copy of a K tile into a stage (issue_tile) and a k step's fragments and mma
+// are course/gemm_versions.cuh's (shared with v1-v3).
+#include "course/gemm_versions.cuh"
 
 namespace {
 namespace v4 {  // the versions of a day build into one extension: names apart
+using namespace course::gemm_versions;
 
-constexpr int BM = 128, BN = 256, BK = 32, STAGES = 4;  // block tile, K step, ring depth
-constexpr int WARPS_M = 2, WARPS_N = 4, THREADS = 32 * WARPS_M * WARPS_N;
-constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;      // 64 x 64 of C per warp
-constexpr int MT = WM / 16, NT = WN / 8;                 // 4 x 8 mma tiles per warp
-constexpr int CH = BK / 8, KSTEPS = BK / 16;             // 16-byte chunks per staged row, k steps per tile
-constexpr int A_CHUNKS = BM * CH, STAGE_CHUNKS = (BM + BN) * CH;
-constexpr int A_LOADS = BM * CH / THREADS, B_LOADS = BN * CH / THREADS;
+constexpr int STAGES = 4;                                // ring depth
 constexpr int C_PITCH = BN + 8;                          // staged C rows: 528 bytes, 4 banks apart
 constexpr int PIPE_BYTES = STAGES * STAGE_CHUNKS * 16, C_BYTES = BM * C_PITCH * 2;
 constexpr int SMEM = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;  // the C tile reuses the ring
 constexpr int GROUP_M = 8;
-
-__device__ __forceinline__ int slot(int row, int chunk) { return row * CH + (chunk ^ ((row >> 1) & 3)); }
 
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_raster_epilogue_kernel(__nv_bfloat16* __restrict__ c, const __nv_bfloat16* __restrict__ a,
@@ -49,32 +42,14 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int tiles = static_cast<int>(k / BK);
 
   auto issue_tile = [&](int t) {
-    uint4* sa = smem + (t % STAGES) * STAGE_CHUNKS;
-    uint4* sb = sa + A_CHUNKS;
-    const int64_t k0 = static_cast<int64_t>(t) * BK;
-#pragma unroll
-    for (int i = 0; i < A_LOADS; ++i) {
-      const int v = threadIdx.x + i * THREADS, row = v / CH, ch = v % CH;
-      course::cp_async<16, course::CacheHint::cg>(&sa[slot(row, ch)], a + (m0 + row) * k + k0 + ch * 8);
-    }
-#pragma unroll
-    for (int i = 0; i < B_LOADS; ++i) {
-      const int v = threadIdx.x + i * THREADS, row = v / CH, ch = v % CH;
-      course::cp_async<16, course::CacheHint::cg>(&sb[slot(row, ch)], b + (n0 + row) * k + k0 + ch * 8);
-    }
+    course::gemm_versions::issue_tile(smem + (t % STAGES) * STAGE_CHUNKS, a, b, m0, n0, k, t);
   };
 
   float acc[MT][NT][4] = {};
   uint32_t af[2][MT][4], bf[2][NT / 2][4];  // fragments of k step s in buffer s % 2
   auto load_fragments = [&](int buf, int t, int ks) {
     const uint4* sa = smem + (t % STAGES) * STAGE_CHUNKS;
-    const uint4* sb = sa + A_CHUNKS;
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-      course::ldmatrix_x4(af[buf][i], &sa[slot(wm + 16 * i + lane % 16, 2 * ks + lane / 16)]);
-#pragma unroll
-    for (int j = 0; j < NT / 2; ++j)
-      course::ldmatrix_x4(bf[buf][j], &sb[slot(wn + 16 * j + lane % 8 + lane / 16 * 8, 2 * ks + lane / 8 % 2)]);
+    course::gemm_versions::load_fragments<Swizzled>(af[buf], bf[buf], sa, sa + A_CHUNKS, wm, wn, lane, ks);
   };
 
 #pragma unroll
@@ -101,13 +76,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (t + STAGES - 1 < tiles) issue_tile(t + STAGES - 1);
         course::cp_async_commit();
       }
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const uint32_t bt[2] = {bf[ks % 2][j / 2][j % 2 * 2], bf[ks % 2][j / 2][j % 2 * 2 + 1]};
-          course::mma_m16n8k16<__nv_bfloat16>(acc[i][j], af[ks % 2][i], bt);
-        }
+      mma_step(acc, af[ks % 2], bf[ks % 2]);
     }
   }
   course::cp_async_wait<0>();
@@ -140,9 +109,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 COURSE_EXPORT cudaError_t gemm_v4_raster_epilogue_bf16(__nv_bfloat16* c, const __nv_bfloat16* a,
                                                        const __nv_bfloat16* b, int64_t m, int64_t n, int64_t k,
                                                        cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || k <= 0 || m % v4::BM || n % v4::BN || k % v4::BK) return cudaErrorInvalidValue;
-  if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16 || reinterpret_cast<uintptr_t>(c) % 16)
-    return cudaErrorInvalidValue;
+  if (course::gemm_versions::bad_args(m, n, k, a, b, c, 16)) return cudaErrorInvalidValue;
   static bool attr_set = false;  // more than 48 KB of dynamic shared memory is asked for once
   if (!attr_set) {
     const cudaError_t err = cudaFuncSetAttribute(v4::gemm_raster_epilogue_kernel,
