@@ -6,30 +6,25 @@
 // put the 8 rows a load touches in the same banks twice over: 4-way bank conflicts (ncu).
 // Napkin math at 4096^3: 137 GFLOP; the fragment loads, not the tensor cores, limit it here.
 //
-//   a [M, K], b [N, K], c [M, N]   bf16; M, N multiples of 64, K a multiple of 32
-#include "course/mma.cuh"
+// The tile shape, the staging and the store are course/mma_versions.cuh's (shared with v4, v5).
+#include "course/mma_versions.cuh"
 
 namespace {
-namespace v3 {  // the versions of a day build into one extension: names apart
+namespace mv = course::mma_versions;
 
-constexpr int TILE = 64, BK = 32, THREADS = 128;
-
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(mv::THREADS)
     gemm_mma_lds_kernel(__nv_bfloat16* __restrict__ c, const __nv_bfloat16* __restrict__ a,
                         const __nv_bfloat16* __restrict__ b, int64_t n, int64_t k) {
-  __shared__ __align__(16) uint32_t a_s[TILE][BK / 2];  // (m, k / 2): two bf16 per word
-  __shared__ __align__(16) uint32_t b_s[TILE][BK / 2];  // (n, k / 2)
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * TILE, n0 = static_cast<int64_t>(blockIdx.x) * TILE;
+  constexpr int BK = mv::BK;
+  __shared__ __align__(16) uint32_t a_s[mv::TILE][BK / 2];  // (m, k / 2): two bf16 per word
+  __shared__ __align__(16) uint32_t b_s[mv::TILE][BK / 2];  // (n, k / 2)
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * mv::TILE, n0 = static_cast<int64_t>(blockIdx.x) * mv::TILE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / 2 * 32, wn = warp % 2 * 32;  // this warp's 32 x 32
   const int group = lane / 4, pair = lane % 4;       // see course/mma.cuh
   float acc[2][4][4] = {};                           // (m16 tiles, n8 tiles, C fragment)
   for (int64_t k0 = 0; k0 < k; k0 += BK) {
-    for (int v = threadIdx.x; v < TILE * BK / 8; v += THREADS) {  // 16-byte chunks, 4 per row
-      const int row = v / (BK / 8), col = v % (BK / 8) * 8;
-      *reinterpret_cast<uint4*>(&a_s[row][col / 2]) = *reinterpret_cast<const uint4*>(a + (m0 + row) * k + k0 + col);
-      *reinterpret_cast<uint4*>(&b_s[row][col / 2]) = *reinterpret_cast<const uint4*>(b + (n0 + row) * k + k0 + col);
-    }
+    mv::stage_tiles<mv::Plain>(a_s, b_s, a, b, m0, n0, k, k0);
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
@@ -55,24 +50,15 @@ __global__ void __launch_bounds__(THREADS)
     }
     __syncthreads();
   }
-  for (int i = 0; i < 2; ++i) {
-    for (int t = 0; t < 4; ++t) {  // c[0..1]: row group, columns 2 pair, 2 pair + 1; c[2..3]: row group + 8
-      __nv_bfloat16* dst = c + (m0 + wm + 16 * i + group) * n + n0 + wn + 8 * t + 2 * pair;
-      *reinterpret_cast<uint32_t*>(dst) = course::pack2<__nv_bfloat16>(acc[i][t][0], acc[i][t][1]);
-      *reinterpret_cast<uint32_t*>(dst + 8 * n) = course::pack2<__nv_bfloat16>(acc[i][t][2], acc[i][t][3]);
-    }
-  }
+  mv::store_warp_tile(c, acc, m0, n0, wm, wn, n, lane);
 }
 
-}  // namespace v3
 }  // namespace
 
 COURSE_EXPORT cudaError_t gemm_v3_mma_lds_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b,
                                                int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || k <= 0 || m % v3::TILE || n % v3::TILE || k % v3::BK) return cudaErrorInvalidValue;
-  if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16 || reinterpret_cast<uintptr_t>(c) % 4)
-    return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(n / v3::TILE), static_cast<unsigned>(m / v3::TILE));
-  v3::gemm_mma_lds_kernel<<<grid, v3::THREADS, 0, stream>>>(c, a, b, n, k);
+  if (mv::bad_args(m, n, k, a, b, c)) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n / mv::TILE), static_cast<unsigned>(m / mv::TILE));
+  gemm_mma_lds_kernel<<<grid, mv::THREADS, 0, stream>>>(c, a, b, n, k);
   return cudaGetLastError();
 }
