@@ -91,3 +91,21 @@ def test_the_tolerances_pass_fp32_evaluation_and_reject_two_roundings():
     assert not wrong, "\n".join(wrong[:5])
     for key, passed in missed.items():  # tiny cases (1-3 elements) may pass by luck
         assert sum(passed) <= len(passed) // 4, f"{key}: two roundings passed {sum(passed)} of {len(passed)} cases"
+
+
+# A learner's template is rendered in the grading process, before anything is sandboxed: Jinja2's
+# sandbox refuses what would reach Python's internals, and a template that loops too long is stopped.
+@pytest.mark.parametrize("attack, says", [
+    ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "unsafe"),
+    ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "longer than"),
+], ids=["python_internals", "endless_loop"])
+def test_a_hostile_template_is_refused_when_rendered(tmp_path, monkeypatch, attack, says):
+    from grader.exercises import day13
+
+    monkeypatch.setattr(day13, "RENDER_LIMIT_S", 0.5)
+    solution = (toolchain.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2").read_text()
+    path = tmp_path / "act_and_mul_template.cu.j2"
+    path.write_text(solution.replace('#include "course/vec.cuh"\n', f'#include "course/vec.cuh"\n// {attack}\n', 1))
+    result = check(EXERCISE, source=path, quiet=True, perf=False, seeds=1)
+    first = result.failures[0]
+    assert first.name == "renders (Jinja2)" and says in first.detail, str(result)

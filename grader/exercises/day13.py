@@ -12,6 +12,7 @@ and finds the same module, flags and edits give new ones (grader/check/pipeline.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -42,18 +43,51 @@ class Specialization:
 
 
 def jinja_environment():
-    """How every template of the course is rendered: an undefined name is an error (not an empty
-    string), and a line holding only a {% tag %} or {# comment #} leaves no blank line behind."""
+    """How the exercise's template is rendered: in Jinja2's sandbox (a learner's template is
+    rendered in the grading process: it may not reach the internals of any Python object, and a
+    range holds at most 100,000 numbers); an undefined name is an error (not an empty string); a
+    line holding only a {% tag %} or {# comment #} leaves no blank line behind."""
     import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
 
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                              keep_trailing_newline=True)
+    return SandboxedEnvironment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                                keep_trailing_newline=True)
+
+
+RENDER_LIMIT_S = 5.0  # one rendering takes milliseconds; a template that loops for longer is refused
+
+
+class RenderTimeout(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Interrupt the block after `seconds` (SIGALRM: on the main thread only, elsewhere no limit)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def stop(signum, frame):
+        raise RenderTimeout(f"rendering one specialization took longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def render_specialization(template_text: str, spec: Specialization) -> str:
-    """The .cu source of one specialization."""
-    return jinja_environment().from_string(template_text).render(
-        name=spec.name, act_expr=spec.act_expr, dtype=spec.dtype, vec_size=spec.vec_size)
+    """The .cu source of one specialization (in the sandbox, within RENDER_LIMIT_S)."""
+    template = jinja_environment().from_string(template_text)
+    with _time_limit(RENDER_LIMIT_S):
+        return template.render(name=spec.name, act_expr=spec.act_expr, dtype=spec.dtype, vec_size=spec.vec_size)
 
 
 # ---------------------------------------------------------------------------- activations
@@ -159,8 +193,6 @@ NARROW_SASS = "vec_size 4: LDG.E.64"
 def _template_checks(template_text: str, result) -> bool:
     """What a JIT cache needs of a template (on any machine): each parameter changes the rendered
     source, since the build's key is a hash of it, and vec_size reaches the SASS."""
-    import jinja2
-
     from ..build import BuildError, Source, compile_cubin
 
     base = Specialization("silu", SILU.expr, "fp16", VEC_16B)
@@ -169,7 +201,7 @@ def _template_checks(template_text: str, result) -> bool:
     try:
         text = render_specialization(template_text, base)
         rendered = {p: render_specialization(template_text, v) for p, v in variants.items()}
-    except jinja2.TemplateError as e:
+    except Exception as e:  # a Jinja2 error, the sandbox's refusals, the time limit
         result.add("build", SOURCE_PER_SPEC, "fail", f"{TEMPLATE_NAME}: {type(e).__name__}: {e}")
         return False
     code = _code(text)
