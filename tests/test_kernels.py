@@ -3,16 +3,18 @@ checks; stubs compile (and, on a GPU, fail correctness: see the GPU verification
 import pytest
 
 from grader import exercises, toolchain
-from grader.build import compile_cubin
+from grader.build import compile_cubin, symbols
 from grader.check import sass_checks, static_checks
 from grader.check import Result
 
 EXERCISES = list(exercises.all_exercises().values())
+# The .cu (and template) exercises: a Python-module exercise's checks are its own (tests/test_day14_decoder.py)
+KERNEL_EXERCISES = [ex for ex in EXERCISES if ex.learner_file != "python"]
 VERSION_FILES = sorted(p for p in toolchain.KERNELS.glob("day*/*.cu")
                        if not any(p == ex.stub_path for ex in EXERCISES))
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+@pytest.mark.parametrize("ex", KERNEL_EXERCISES, ids=lambda e: e.id)
 def test_solution_passes_static_and_sass_checks(ex):
     result = Result(ex.id, str(ex.solution_path), "compile-only")
     src = ex.graded_source(ex.solution_path)  # a template exercise's file: its rendering
@@ -21,7 +23,7 @@ def test_solution_passes_static_and_sass_checks(ex):
     assert result.ok and all(op in [i.name for i in result.items] for op in ex.required_sass)
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+@pytest.mark.parametrize("ex", KERNEL_EXERCISES, ids=lambda e: e.id)
 def test_stub_compiles_and_keeps_the_entry_points(ex):
     result = Result(ex.id, str(ex.stub_path), "compile-only")
     src = ex.graded_source(ex.stub_path)
@@ -32,13 +34,39 @@ def test_stub_compiles_and_keeps_the_entry_points(ex):
         assert not result.ok
 
 
+# Course kernel versions whose host code a submission could not have, and why; each must be
+# refused for exactly these reasons (so an exemption hides nothing else).
+LINK_EXEMPT = {
+    # cub::DeviceSegmentedSort's host dispatch (CCCL): it finds the driver with dlopen/dlsym, reads
+    # CUB_* environment variables, copies with cudaMemcpyAsync and keeps global objects. The day's
+    # notebook shows a device-wide sort as the slow way; the exercise (a sampler with no sort) needs none.
+    "kernels/day08/top_p_v1_cub_sort.cu": {"dlopen", "dlsym", "getenv", "cudaMemcpyAsync"},
+    # Day 10's Hopper version (not graded): a TMA copy needs a tensor map, which only the driver's
+    # cuTensorMapEncodeTiled makes, reached through cudaGetDriverEntryPointByVersion.
+    "kernels/day10/gemm_v5_wgmma_tma_sm90a.cu": {"cudaGetDriverEntryPointByVersion"},
+}
+
+
 @pytest.mark.parametrize("path", VERSION_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_kernel_version_compiles_without_spills(path):
-    report = compile_cubin(path)
+def test_kernel_version_compiles_without_spills_and_passes_the_link_checks(path):
+    """No spills; and the link checks' allow-list, built from what the course's own host code needs,
+    passes every version (but the exempt ones above, which a submission would be refused for). One
+    nvcc call makes the SASS report and the host object."""
+    report = compile_cubin(path, host_object=True)
     if "__global__" in path.read_text():
         assert report.kernels, f"{path} defines no kernel"
     for k in report.kernels:
         assert k.spill_stores == 0 and k.spill_loads == 0, f"{k.name} spills"
+    found = symbols.inspect(report.host_object)
+    exempt = LINK_EXEMPT.get(str(path.relative_to(toolchain.ROOT)))
+    if exempt:
+        assert not found.ok and exempt <= {x.what for x in found.calls}, symbols.summary(found.calls)
+    else:
+        assert found.ok, symbols.summary(found.calls + found.load_time + found.syscalls)
+
+
+def test_link_exemptions_name_existing_versions():
+    assert all((toolchain.ROOT / f).exists() for f in LINK_EXEMPT)
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
