@@ -1,6 +1,7 @@
 """Exercise stubs are generated from the solutions, so the two cannot drift (nbgrader style).
 
-In `solutions/dayNN/NAME.cu` (or a Jinja2 template of one, `NAME.cu.j2`), the code between
+In `solutions/dayNN/NAME.cu` (or a Jinja2 template of one, `NAME.cu.j2`, or a Python module,
+`NAME.py`, whose markers are `#` comments), the code between
 `// BEGIN SOLUTION` and `// END SOLUTION` is removed from the stub; lines in that block written as
 `// STUB: text` become `text` in the stub (a TODO, or a line that keeps it
 compiling). The stub `kernels/dayNN/NAME.cu` (`.cu.j2`) records the hash of what was
@@ -21,6 +22,16 @@ END = re.compile(r"^\s*//\s*END SOLUTION\b.*$")
 STUB = re.compile(r"^\s*//\s*STUB:\s?(.*)$")
 HEADER = "// Your exercise: fill in the TODOs. Generated from {src} by `grader release` (stub-hash {h}).\n"
 HEADER_RE = re.compile(r"^// Your exercise: .* \(stub-hash ([0-9a-f]{12})\)\.\n")
+# A Python module's markers are `#` comments: the same patterns with `#` for `//`.
+PY_MARKERS = tuple(re.compile(rx.pattern.replace("//", "#")) for rx in (BEGIN, END, STUB, HEADER_RE))
+PY_HEADER = "# " + HEADER[3:]
+
+
+def _markers(path) -> tuple:
+    """(BEGIN, END, STUB, HEADER, HEADER_RE) for a solution file: `#` comments for .py, else `//`."""
+    if str(path).endswith(".py"):
+        return (*PY_MARKERS[:3], PY_HEADER, PY_MARKERS[3])
+    return BEGIN, END, STUB, HEADER, HEADER_RE
 
 
 class ReleaseError(ValueError):
@@ -28,27 +39,30 @@ class ReleaseError(ValueError):
 
 
 def make_stub(solution_text: str, name: str = "<solution>") -> str:
-    """The stub body for a solution: solution blocks replaced by their STUB lines."""
+    """The stub body for a solution: solution blocks replaced by their STUB lines (`#` markers
+    when `name` is a .py file)."""
+    begin_rx, end_rx, stub_rx, _, _ = _markers(name)
+    todo = "# TODO: your code here" if str(name).endswith(".py") else "// TODO: your code here"
     out, inside, indent, blocks = [], False, "", 0
     for n, line in enumerate(solution_text.splitlines(), 1):
         if not inside:
-            m = BEGIN.match(line)
+            m = begin_rx.match(line)
             if m:
                 inside, indent, stub_lines = True, m.group(1), []
                 start = n
                 continue
-            if END.match(line):
+            if end_rx.match(line):
                 raise ReleaseError(f"{name}:{n}: END SOLUTION without BEGIN SOLUTION")
             out.append(line)
         else:
-            if BEGIN.match(line):
+            if begin_rx.match(line):
                 raise ReleaseError(f"{name}:{n}: nested BEGIN SOLUTION (the block opened at line {start} is not closed)")
-            if END.match(line):
+            if end_rx.match(line):
                 inside = False
                 blocks += 1
-                out += stub_lines or [f"{indent}// TODO: your code here"]
+                out += stub_lines or [f"{indent}{todo}"]
                 continue
-            m = STUB.match(line)
+            m = stub_rx.match(line)
             if m:
                 stub_lines.append(indent + m.group(1))
     if inside:
@@ -72,16 +86,18 @@ class Planned:
 
 def plan() -> list[Planned]:
     planned = []
-    for sol in sorted([*toolchain.SOLUTIONS.glob("day*/*.cu"), *toolchain.SOLUTIONS.glob("day*/*.cu.j2")]):
+    for sol in sorted([*toolchain.SOLUTIONS.glob("day*/*.cu"), *toolchain.SOLUTIONS.glob("day*/*.cu.j2"),
+                       *toolchain.SOLUTIONS.glob("day*/*.py")]):
         rel = sol.relative_to(toolchain.ROOT)
+        _, _, _, header, header_rx = _markers(sol)
         body = make_stub(sol.read_text(encoding="utf-8"), str(rel))
-        text = HEADER.format(src=rel.as_posix(), h=_hash(body)) + body
+        text = header.format(src=rel.as_posix(), h=_hash(body)) + body
         stub = toolchain.KERNELS / sol.parent.name / sol.name
         if not stub.exists():
             state = "new"
         else:
             current = stub.read_text(encoding="utf-8", errors="replace")
-            m = HEADER_RE.match(current)
+            m = header_rx.match(current)
             if current == text:
                 state = "up to date"
             elif m and _hash(current[m.end():]) == m.group(1):

@@ -95,10 +95,12 @@ class Baseline:
     """Work timed beside the learner's kernel, interleaved, in the same process.
     `name` is the short key of the report's `<name>_ratio` field ("copy", "torch", "matmul",
     "sdpa"); `run(params, inputs, outputs)` does the same work (outputs are the baseline's
-    own scratch copies); the device copy needs no `run` (the grader builds it)."""
+    own scratch copies); the device copy needs no `run` (the grader builds it). `required`: for a
+    baseline in a Target's `also`, the ratio it must reach too (graded beside the target's own)."""
     name: str
     label: str
     run: Callable[[dict, dict, dict], None] | None = None
+    required: float | None = None
 
 
 COPY = Baseline("copy", "device-to-device copy")
@@ -212,6 +214,12 @@ class Exercise:
     # True when the same inputs (for samplers: the same seed and offset) must give bit-identical
     # outputs; the worker calls twice and compares.
     repeatable: bool = False
+    # Python-module exercises: the exercises whose learner files the module builds on (their kernels,
+    # built and handed to `call` as `submission.kernels`, by exercise id; `submission.module` is the
+    # module), and checks of the module that run in the isolated worker before the cases, on the CPU
+    # too: (submission, gpu: bool) -> rows (group, name, status, detail).
+    depends_on: tuple[str, ...] = ()
+    module_checks: Callable[[Any, bool], list] | None = None
 
     def __post_init__(self):
         if self.target is None:

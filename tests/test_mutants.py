@@ -51,7 +51,7 @@ def test_every_mutants_edits_apply_to_the_current_solution():
             problems.append(str(e))
             continue
         header, body = src.split("\n", 1)
-        if header != f"// MUTANT {m.what}":
+        if header not in (f"// MUTANT {m.what}", f"# MUTANT {m.what}"):
             problems.append(f"{key}: the source must start with `// MUTANT <what>`")
         if body == exercises.get(m.exercise).solution_path.read_text():
             problems.append(f"{key}: the edits leave the solution unchanged")

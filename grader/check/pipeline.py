@@ -56,7 +56,7 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     if display:
         src = _build.Source(display, src.text)
     if ex.learner_file == "python":
-        return _prepare_python(ex, src, prep)
+        return _prepare_python(ex, src, prep, path)
     template = src
     if ex.learner_file == "template":
         src = _render(ex, template, result)
@@ -190,27 +190,72 @@ def _cache_hit_check(ex: Exercise, template: _build.Source, built, result: Resul
                f"(at most {ex.cache_hit_s:g} s)", {"seconds": seconds, "cached": again.cached})
 
 
-def _prepare_python(ex: Exercise, src: _build.Source, prep: Prepared) -> Prepared:
-    """A Python-module exercise: its static checks; the file is copied into the build cache
-    under its content hash, where the isolated worker imports it (nothing runs here)."""
+def _prepare_python(ex: Exercise, src: _build.Source, prep: Prepared, path: Path) -> Prepared:
+    """A Python-module exercise: its static checks and the kernels it builds on (ex.depends_on); the
+    file is copied into the build cache under its content hash, where the isolated worker imports it
+    (nothing runs here). Without a GPU the worker runs only the exercise's module_checks."""
     if not python_checks(ex, src, prep.result):
         return prep
-    if not toolchain.has_gpu():
+    deps = _prepare_dependencies(ex, path, prep.result)
+    if deps is None:
+        return prep
+    gpu = toolchain.has_gpu()
+    if not gpu:
         for group in ("correctness", "work", "performance"):
             prep.result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
-        return prep
+        if ex.module_checks is None:
+            return prep
+        prep.cpu_only = True
     name = f"{ex.id.replace('.', '_')}_{hashlib.sha256(src.text.encode()).hexdigest()[:16]}"
     folder = toolchain.cache_dir() / "py" / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.py").write_text(src.text, encoding="utf-8")
-    prep.module_dir, prep.module_name = str(folder), name
+    prep.module_dir, prep.module_name, prep.deps = str(folder), name, deps
     return prep
+
+
+def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | None:
+    """The learner files of the exercises a Python module builds on: the solutions when the module is
+    the exercise's solution (or with COURSE_USE_SOLUTIONS=1), else the learner's own kernels/ files.
+    Each passes its source checks; on a GPU it is built (not loaded) and its objects link-checked.
+    Returns {exercise id: [build folder, module name]} ({} without a GPU), or None on a failure."""
+    solutions = True if Path(path).resolve() == ex.solution_path.resolve() else None
+    built = {}
+    for dep_id in ex.depends_on:
+        dep = _exercises.get(dep_id)
+        dep_path = default_source(dep, solutions)
+        label = f"uses {dep_id} ({_build.display_path(dep_path)})"
+        scratch = Result(dep.id, str(dep_path), result.mode)
+        try:
+            dep_src = dep.graded_source(dep_path)
+        except (OSError, _build.BuildError) as e:
+            result.add("source", label, "fail", f"cannot read it: {e}")
+            return None
+        if not static_checks(dep, dep_src, scratch):
+            result.add("source", label, "fail", "; ".join(i.detail for i in scratch.failures)[:500])
+            return None
+        if toolchain.has_gpu():
+            try:
+                b = _build.build([dep_src], name=dep.id.replace(".", "_"), quiet=True, load=False)
+            except _build.BuildError as e:
+                result.add("build", label, "fail", e.summary())
+                return None
+            objects = sorted(Path(b.directory).glob("*.cuda.o"))
+            if not objects or not all(link_checks(dep, dep_src, scratch, built_object=str(o)) for o in objects):
+                result.add("source", label, "fail", "; ".join(i.detail for i in scratch.failures)[:500] or
+                           f"the build left no object file to check in {b.directory}")
+                return None
+            built[dep_id] = [str(b.directory), b.name]
+        result.add("source", label, "pass", "its source checks pass" + ("; built" if dep_id in built else ""))
+    return built
 
 
 def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
     """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
     clean, the small cases under opts.sanitizers, and ncu's bank-conflict count."""
-    if prep.module_dir:
+    if prep.module_dir and prep.cpu_only:  # no GPU: a Python module's own checks, nothing else
+        run_worker(ex, prep, opts)
+    elif prep.module_dir:
         run_worker(ex, prep, opts)
         ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
         if ran_clean:  # never sanitize or profile a hanging or crashing kernel

@@ -49,6 +49,8 @@ class Prepared:
     kernels: list = field(default_factory=list)
     shared_access_bytes: tuple = (4, 4)  # widest shared load and store per thread (from the SASS)
     uses_shared_memory: bool = False     # the SASS has shared loads, stores or block barriers
+    deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
+    cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
 
 
 def _rss_bytes(pid: int) -> int:
@@ -100,7 +102,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         results.touch()
         worker_config = {"exercise": ex.id, "module_dir": prep.module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
-                  "calibrated": opts.calibrated,
+                  "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
                   "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None}
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps(worker_config))
@@ -113,7 +115,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         with open(log, "wb") as logf:
             prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
             argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], env, tmp,
-                                readable=[prep.module_dir, opts.runtime_root], hide=opts.hide)
+                                readable=[prep.module_dir, opts.runtime_root, *(d for d, _ in prep.deps.values())],
+                                hide=opts.hide)
             started = time.time()  # wall clock: the worker's "ready" event says when it was, from its side
             proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + limit

@@ -50,15 +50,21 @@ def load_submission(ex, cfg):
     module imported from its copy in the build cache. Its code first runs here."""
     from pathlib import Path
 
+    from .. import build
+
     if ex.learner_file == "python":
         import importlib.util
+        from types import SimpleNamespace
 
         path = Path(cfg["module_dir"]) / f"{cfg['module_name']}.py"
         spec = importlib.util.spec_from_file_location(cfg["module_name"], path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        return module
-    from .. import build
+        if not ex.depends_on:
+            return module
+        # The kernels it builds on, built by the parent: {exercise id: extension module}
+        kernels = {dep: build.load_built(d, name) for dep, (d, name) in (cfg.get("deps") or {}).items()}
+        return SimpleNamespace(module=module, kernels=kernels)
 
     return build.load_built(cfg["module_dir"], cfg["module_name"])
 
@@ -315,6 +321,9 @@ def measure(ex, mod, case, flusher, calibrated=None) -> tuple[str, str, dict]:
     for b in t.also:
         if b.name in values:
             metrics[f"{b.name}_ratio"] = _ratio(t, yours, values[b.name])
+    # `also` baselines with a required ratio are graded too (measured in this run only)
+    short = [b for b in t.also if b.required is not None and b.name in values
+             and _ratio(t, yours, values[b.name]) < b.required]
     above = _ceiling(t, p, gbps, yours)
     metrics["valid"] = ok and above is None
     if not ok:
@@ -328,7 +337,9 @@ def measure(ex, mod, case, flusher, calibrated=None) -> tuple[str, str, dict]:
     others = "".join(f"; {metrics['baselines'][b.name]['ratio']:.2f}x {b.label} ({_fmt(values[b.name], t.unit)})"
                      for b in t.also if b.name in values)
     detail = f"{head}{others}; median {tm.median_ms * 1e3:.1f} us [p20 {tm.p20_ms * 1e3:.1f}, p80 {tm.p80_ms * 1e3:.1f}]"
-    return ("pass" if ratio >= t.ratio else "fail"), detail, metrics
+    if short:
+        detail += "; below " + ", ".join(f"{b.required:g}x {b.label}" for b in short)
+    return ("pass" if ratio >= t.ratio and not short else "fail"), detail, metrics
 
 
 def calibrate(exercise_id: str) -> dict[str, float]:
@@ -409,6 +420,16 @@ def main(config_path: str) -> int:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
     emit(event="ready", t=time.time())
+    if ex.module_checks is not None:
+        emit(event="start", name="module checks")
+        try:
+            for group, name, status, detail in ex.module_checks(mod, torch.cuda.is_available()):
+                emit(group=group, name=name, status=status, detail=detail)
+        except Exception as e:
+            emit(group="source", name="module checks", status="fail", detail=_short_error(e))
+    if cfg.get("cpu_only"):
+        emit(event="done")
+        return 0
     seeds = cfg["seeds"]
     small = cfg.get("max_case_bytes")
     untimed = [c for c in ex.cases if not c.perf and not (small and ex.case_bytes(c.params) > small)]

@@ -73,7 +73,7 @@ class Mutant:
         return (HOSTILE_DIR if self.heading == "HOSTILE" else MUTANTS_DIR) / f"{self.exercise}.toml"
 
     def source(self) -> str:
-        """The current solution with the edits applied, headed by `// MUTANT <what>`."""
+        """The current solution with the edits applied, headed by `// MUTANT <what>` (`# MUTANT` in a .py)."""
         solution = exercises.get(self.exercise).solution_path
         text = solution.read_text()
         for n, (old, new) in enumerate(self.edits, 1):
@@ -87,7 +87,8 @@ class Mutant:
                     f"{' (after the edits before it)' if n > 1 else ''}: if the solution changed, fix this edit in "
                     f"{self.toml_path.relative_to(toolchain.ROOT)}")
             text = text.replace(old, new, 1)
-        return f"// {self.heading} {self.what}\n{text}"
+        comment = "#" if solution.suffix == ".py" else "//"  # a Python module's mutants open with a # line
+        return f"{comment} {self.heading} {self.what}\n{text}"
 
     def write(self, directory: str | Path) -> Path:
         """Write the source to `<directory>/<exercise>/<name>.cu` (`.cu.j2` for a template exercise,

@@ -1,0 +1,176 @@
+"""Day 14's capstone on the CPU: the eager reference model, the solution's Decoder run with PyTorch
+stand-ins for the kernels (its paging, plan buffers, positions and cache writes checked against the
+reference), the module checks on the solution, the stub and variants of known-wrong code (each
+imported under its own op namespace, so that one process can hold them all), release's Python stub,
+and one check through the grader's isolated worker."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader import release, toolchain
+from grader.check import check
+from grader.exercises import day14
+
+SOLUTION = day14.DECODER.solution_path
+
+
+def _variant(text, ns, tmp_path, name):
+    """The module's text with its ops in namespace `ns`, imported once."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(text.replace('"course::', f'"{ns}::').replace("torch.ops.course.", f"torch.ops.{ns}."))
+    return day14.load_module(path)
+
+
+def _rows(module, ns):
+    from types import SimpleNamespace
+
+    return day14.decoder_module_checks(SimpleNamespace(module=module, kernels={}), False, ns)
+
+
+# ------------------------------------------------------------------ kernels' stand-ins (CPU, PyTorch)
+class _Kernels:
+    """What each entry point computes, in PyTorch, writing into its output arguments as the kernels do."""
+
+    @staticmethod
+    def _norm(x, w, eps):
+        x = x.float()
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(w.dtype)
+
+    def rmsnorm_bf16(self, out, x, w, rows, hidden, eps):
+        out.copy_(self._norm(x, w, eps))
+
+    def fused_add_rmsnorm_bf16(self, x, r, w, rows, hidden, eps):
+        r.copy_((x.float() + r.float()).to(r.dtype))
+        x.copy_(self._norm(r, w, eps))
+
+    def rope_bf16(self, q, k, positions, tokens, qo, kv, d, q_stride, k_stride, theta):
+        q.copy_(day14.rope_reference(q, positions, theta).to(q.dtype))
+        k.copy_(day14.rope_reference(k, positions, theta).to(k.dtype))
+
+    def silu_and_mul_bf16(self, out, x, n, d):
+        out.copy_((F.silu(x[:, :d].float()) * x[:, d:].float()).to(out.dtype))
+
+    def flash_attention_bf16(self, o, lse, q, k, v, b, sq, skv, qo, kv, d, q_stride, kv_stride, causal, scale):
+        assert causal and sq == skv
+        out = F.scaled_dot_product_attention(q.transpose(1, 2).float(), k.transpose(1, 2).float(),
+                                             v.transpose(1, 2).float(), is_causal=True, scale=scale, enable_gqa=True)
+        o.copy_(out.transpose(1, 2).to(o.dtype))
+
+    def batch_decode_bf16(self, o, lse, q, cache, indptr, indices, last, ws, wsf, b, qo, kv, d, ps, scale):
+        for r in range(b):
+            pages = indices[int(indptr[r]):int(indptr[r + 1])].long()
+            n = (len(pages) - 1) * ps + int(last[r])
+            keys = cache[pages, 0].reshape(-1, kv, d)[:n].float()
+            vals = cache[pages, 1].reshape(-1, kv, d)[:n].float()
+            qr = q[r].float().view(kv, qo // kv, d)
+            p = torch.softmax(torch.einsum("hgd,nhd->hgn", qr, keys) * scale, -1)
+            o[r].copy_(torch.einsum("hgn,nhd->hgd", p, vals).reshape(qo, d).to(o.dtype))
+
+    def top_p_sampling(self, tokens, probs, top_p, b, vocab, seed, offset):
+        tokens.copy_(probs.argmax(-1))
+
+
+def _kernels():
+    k = _Kernels()
+    return {dep: k for dep in day14.DEPENDS_ON}
+
+
+def _generate(model, prompt, forced, plan_shift=0):
+    """The decoder's teacher-forced logits, decode steps run eagerly (plan, then step: what a replay does)."""
+    out = [model.prefill(prompt)]
+    for t in range(forced.shape[1]):
+        model.plan([n + plan_shift for n in model.lens])
+        out.append(model.step(forced[:, t]).clone())
+        model.lens = [n + 1 for n in model.lens]
+    return torch.stack(out)
+
+
+# ------------------------------------------------------------------------------------------ tests
+def test_eager_reference_decode_matches_its_prefill():
+    """The static-cache decode step and the prefill are the same model: the logits of a prompt's last token
+    equal those reached by decoding the prompt's tokens one by one (fp32)."""
+    cfg = day14.TINY
+    w = day14.make_weights(cfg, torch.Generator().manual_seed(0), device="cpu")
+    tokens = torch.randint(0, cfg["vocab"], (2, 9), generator=torch.Generator().manual_seed(1))
+    full = day14.EagerLlama(w, cfg, 2, 9, torch.float32).prefill(tokens)
+    stepped = day14.teacher_forced_logits(day14.EagerLlama(w, cfg, 2, 9, torch.float32), tokens[:, :1], tokens[:, 1:])
+    assert torch.allclose(stepped[-1], full, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def solution():
+    return day14.load_module(SOLUTION)
+
+
+def test_solution_decoder_on_stand_in_kernels_matches_the_reference(solution):
+    cfg = dict(day14.TINY)
+    g = torch.Generator().manual_seed(3)
+    w = day14.make_weights(cfg, g, device="cpu")
+    b, n, steps = 3, 21, 14  # pages of 16: the prompt ends in page 2, decoding crosses into page 3
+    prompt = torch.randint(0, cfg["vocab"], (b, n), generator=g)
+    forced = torch.randint(0, cfg["vocab"], (b, steps), generator=g)
+    ref = day14.teacher_forced_logits(day14.EagerLlama(w, cfg, b, n + steps, torch.float32), prompt, forced)
+    solution.use_kernels(_kernels())
+    got = _generate(solution.Decoder(w, cfg, b, n + steps, day14.PAGE_SIZE), prompt, forced)
+    err = (got - ref).abs().max().item()
+    assert err < day14.decoder_tolerance({"layers": cfg["layers"]}).atol, err
+    wrong = _generate(solution.Decoder(w, cfg, b, n + steps, day14.PAGE_SIZE), prompt, forced, plan_shift=1)
+    assert (wrong[1:] - ref[1:]).abs().max() > 0.3  # a plan one position ahead is far outside the tolerance
+
+
+def test_solution_passes_the_module_checks(solution):
+    rows = _rows(solution, "course")
+    assert all(r[2] in ("pass", "skip") for r in rows), [r for r in rows if r[2] == "fail"]
+    assert sum(r[2] == "pass" for r in rows) == 2 * len(day14.OPS) + 1
+
+
+@pytest.mark.parametrize("name, old, new, says", [
+    ("fake_dtype", "def _(x, weight, eps):\n    return torch.empty_like(x)",
+     "def _(x, weight, eps):\n    return torch.empty_like(x, dtype=torch.float32)", "expected (7, 4096) torch.bfloat16"),
+    ("print_in_step", '        h = F.embedding(tokens, self.w["embed"])  ',
+     '        print("step")\n        h = F.embedding(tokens, self.w["embed"])  ', "fullgraph"),
+    ("rope_mutates_q_only", 'mutates_args=("q", "k"))', 'mutates_args=("q",))', "mutates_args"),
+    ("tolist_in_step", "        pos, k_rows, v_rows, indptr, indices, last = self._planned()\n",
+     "        pos, k_rows, v_rows, indptr, indices, last = self._planned()\n        assert max(pos.tolist()) < 10 ** 6\n",
+     "fullgraph"),
+])
+def test_known_wrong_modules_fail_the_module_checks(tmp_path, name, old, new, says):
+    text = SOLUTION.read_text()
+    assert text.count(old) == 1, name
+    rows = _rows(_variant(text.replace(old, new), f"wrong_{name}", tmp_path, name), f"wrong_{name}")
+    failed = [r for r in rows if r[2] == "fail"]
+    assert failed and any(says in f"{r[1]} {r[3]}" for r in failed), rows
+
+
+def test_stub_fails_the_module_checks(tmp_path):
+    rows = _rows(_variant(day14.DECODER.stub_path.read_text(), "stub_course", tmp_path, "stub"), "stub_course")
+    failed = {r[1] for r in rows if r[2] == "fail"}
+    assert "op course::rope" in failed and "torch.compile(fullgraph=True) of Decoder.step" in failed
+    assert "op course::rmsnorm" not in failed  # the stub's one worked example
+
+
+def test_release_writes_the_python_stub():
+    stub = release.make_stub(SOLUTION.read_text(), str(SOLUTION))
+    compile(stub, "decoder.py", "exec")
+    assert "BEGIN SOLUTION" not in stub and "course::rope" not in stub.split("# TODO")[0].split("KERNELS = {}")[1]
+    assert 'raise NotImplementedError("Decoder.step")' in stub
+    planned = [p for p in release.plan() if p.solution == SOLUTION]
+    assert planned and planned[0].text.startswith("# Your exercise:") and planned[0].state == "up to date"
+
+
+def test_spec_counts():
+    shapes = day14.weight_shapes(day14.LLAMA3_8B)
+    per_layer = sum(math.prod(s) for k, s in shapes.items() if k.startswith("layers.0."))
+    assert per_layer == 4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096  # Llama 3 8B: 218 M per layer
+    assert day14._decoder_bytes({"batch": 64, "prompt": 4096}) > 2 * 1.07e9
+    assert all(day14.DECODER.tolerance(c.params).why for c in day14.DECODER.cases)
+
+
+@pytest.mark.skipif(toolchain.has_gpu(), reason="on a GPU the check runs every case: the GPU verification does that")
+def test_solution_through_the_grader_without_a_gpu():
+    res = check("day14.decoder", source=SOLUTION, quiet=True, perf=False)
+    assert not res.failures, str(res)
+    names = [i.name for i in res.items if i.status == "pass"]
+    assert "torch.compile(fullgraph=True) of Decoder.step" in names and "op course::decode_attention" in names
