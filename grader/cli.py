@@ -99,7 +99,7 @@ def cmd_grade(args) -> int:
 
     return grade_class(args.submissions, args.out, only=args.only, force=args.force, jobs=args.jobs,
                        timeout=args.timeout, memory_gb=args.memory_gb, secret_seed=args.secret_seed,
-                       seeds=args.seeds)
+                       seeds=args.seeds, gpus=args.gpus, ray=args.ray)
 
 
 def cmd_verify(args) -> int:
@@ -152,6 +152,13 @@ def main(argv=None) -> int:
     p.add_argument("--memory-gb", type=float, default=config.CLASS_MEMORY_GB, help="host memory limit per grading process")
     p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
     p.add_argument("--seeds", type=int, default=config.PUBLIC_SEEDS, help="public seeds per correctness case")
+    p.add_argument("--gpus", default="all", metavar="all|N|0,1",
+                   help="the GPUs that grade, one grading process each, each with its own baseline figures: "
+                        "all visible (default), the first N, or these indices")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="grade on a Ray cluster, one GPU per grading task: the cluster at ADDRESS ('auto': the one "
+                        "this host is in), or without ADDRESS a local one started for the run with --gpus GPUs "
+                        "(needs the optional extra: pip install -e '.[ray]')")
     p.set_defaults(fn=cmd_grade)
     p = sub.add_parser("verify", help="the GPU verification runs: notebooks, every solution and stub; "
                        "the grader's self-test; a class benchmark (reports)")

@@ -5,10 +5,13 @@ or STUDENT/kernels/day02/...), or one archive per student (STUDENT.zip, .tar, .t
 
 1. Every (student, exercise) is prepared in parallel across the cores: source and SASS
    checks, then the extension build (a process pool; nvcc and g++ run side by side).
-2. The copy bandwidth is measured once for the run; then each submission runs on the GPU,
-   one after another (timing needs the GPU to itself), each in its own process with a time
+2. Every GPU of the host grades (`--gpus all|N|0,2`, slots.py): one slot process per GPU,
+   pinned to it with CUDA_VISIBLE_DEVICES; each measures its GPU's baseline (the copy
+   bandwidth, ...) once for the run and grades with its own figures. A slot runs one
+   submission at a time (timing needs the GPU to itself), each in its own process with a time
    limit and a host-memory limit, in a scratch directory, with the run's secret seed, from a
-   copy of the grader that has no solutions/ in it.
+   copy of the grader that has no solutions/ in it; a free slot takes the next submission.
+   With `--ray [ADDRESS]` the gradings are Ray tasks of one GPU each instead (ray_backend.py).
 3. Each result is written as soon as it exists (OUT/results/STUDENT/EXERCISE.json): an
    interrupted run resumes where it stopped; --force grades everything again.
 4. OUT/gradebook.csv and .json, OUT/STUDENT/results.json (Gradescope's format),
@@ -24,11 +27,13 @@ The run's first lines say whether it works; where not, see the README's containe
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import json
 import multiprocessing
 import os
 import random
 import shutil
+import socket
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +42,7 @@ from .. import config, toolchain
 from .. import exercises as _exercises
 from ..check import Prepared, Result, RunOptions, prepare, run, sandbox
 from .reports import score, write_reports
+from .slots import resolve_gpus, run_on_slots
 from .submissions import discover, locate
 
 
@@ -59,7 +65,8 @@ def _runtime_copy(work: Path) -> str:
 
 def _calibrate(runtime: str, exercise_id: str) -> dict | None:
     """Each timed case's graded baseline (the copy's GB/s, cuBLAS's TFLOP/s, ...), measured once
-    for the run in a process of its own: {case label: value}."""
+    for the run on each GPU, in a process of its own (it sees the GPU its caller is pinned to):
+    {case label: value}."""
     import subprocess
     import sys
 
@@ -72,22 +79,80 @@ def _calibrate(runtime: str, exercise_id: str) -> dict | None:
         return None
 
 
+def calibrate_all(runtime: str, exercise_ids: list[str]) -> dict:
+    """A slot's setup: its GPU's baseline for every exercise of the run ({} without a GPU)."""
+    if not toolchain.has_gpu():
+        return {}
+    return {ex_id: _calibrate(runtime, ex_id) for ex_id in exercise_ids}
+
+
+def grade_one(item, calibration: dict | None) -> dict:
+    """One (student, exercise) graded where this runs (a slot process pinned to its GPU, or a Ray
+    task holding one): the prepared submission run in its isolated process with this GPU's
+    baseline figures. The record written to OUT/results/STUDENT/EXERCISE.json."""
+    student, ex_id, prep, opts = item[:4]
+    ex = _exercises.get(ex_id)
+    t1 = time.perf_counter()
+    run(ex, prep, replace(opts, calibrated=(calibration or {}).get(ex_id)))
+    return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
+
+
+def graded_on() -> dict:
+    """Where a grading ran: the host and the GPU its process was pinned to."""
+    return {"host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def record_of(student: str, ex, res: Result, seconds: float, where: dict | None = None) -> dict:
+    res.seconds = seconds + (res.build_seconds or 0)
+    return dict(res.as_dict(), student=student, score=score(res, ex), graded_on=where)
+
+
+def write_result(out: Path, student: str, ex_id: str, record: dict) -> None:
+    dest = out / "results" / student / f"{ex_id}.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(dest)  # written whole or not at all: a resumed run never reads half a result
+
+
+def _line(student: str, ex_id: str, record: dict, where: str = "") -> str:
+    res_fail = next((f"{i['group']} / {i['name']}: {i['detail']}" for i in record["items"] if i["status"] == "fail"), "")
+    return f"{student:<20} {ex_id:<26} {record['verdict']:<6} {record['score']:5.1f}  {where}{res_fail[:70]}"
+
+
 def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None = None, force: bool = False,
                 jobs: int | None = None, timeout: float | None = None,
                 memory_gb: float = config.CLASS_MEMORY_GB,
-                secret_seed: int | None = None, seeds: int = config.PUBLIC_SEEDS, echo=print) -> int:
+                secret_seed: int | None = None, seeds: int = config.PUBLIC_SEEDS, echo=print,
+                gpus: str | int | None = None, ray: str | None = None, ray_options: dict | None = None) -> int:
+    """Grade every submission in `submissions` into `out` (see the module's text). `gpus`: "all"
+    (default), a count or indices ("0,1") of the GPUs this host grades on. `ray`: grade on a Ray
+    cluster instead, at that address ("local": one started for the run, with `gpus` GPUs);
+    `ray_options` are passed to ray_backend.grade_on_ray (tests: a fake cluster's resources)."""
     submissions, out = Path(submissions), Path(out)
     if not submissions.is_dir():
         echo(f"no such folder: {submissions}")
         return 2
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
     exs = list(_exercises.all_exercises().values())
     if only:
         exs = [e for e in exs if any(e.id == o or e.day == o for o in only)]
         if not exs:
             echo(f"no exercise matches {only}; `python -m grader list` shows them")
             return 2
+    try:
+        devices = resolve_gpus(gpus)
+    except ValueError as e:
+        echo(str(e))
+        return 2
+    if ray is not None:
+        from . import ray_backend
+
+        why = ray_backend.unavailable()
+        if why:
+            echo(why)
+            return 2
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     run_file = out / "run.json"
     run_info = json.loads(run_file.read_text()) if run_file.exists() and not force else {}
     secret = secret_seed if secret_seed is not None else run_info.get("secret_seed", random.randrange(1 << 30))
@@ -123,40 +188,91 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     build_s = time.perf_counter() - t_build
     echo(f"prepared (static checks, SASS, builds) in {build_s:.0f} s with {jobs} processes")
     runtime = _runtime_copy(out / ".work")
-    calibration = {}
-    for ex in exs if toolchain.has_gpu() and todo else []:
-        calibration[ex.id] = _calibrate(runtime, ex.id)
-        for label, value in (calibration[ex.id] or {}).items():
-            echo(f"{ex.target.baseline.label}, measured once for this run: {ex.id} {label}: "
-                 f"{value:.1f} {ex.target.unit}")
-    run_file.write_text(json.dumps({"secret_seed": secret, "calibration": calibration,
-                                    "exercises": [e.id for e in exs]}, indent=1))
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
                       sanitizers=config.CLASS_SANITIZERS,
                       hide=(str(submissions.resolve()), str(out.resolve())))  # + the solutions, the build cache
-    t_run = time.perf_counter()
+    run_info = {"secret_seed": secret, "calibration": {}, "exercises": [e.id for e in exs]}
+
+    def save_run():
+        run_file.write_text(json.dumps(run_info, indent=1))
+
+    save_run()
+    counts = {"graded": 0, "errors": []}
+
+    def done(student, ex, record, where=""):
+        write_result(out, student, ex.id, record)
+        counts["graded"] += 1
+        echo(_line(student, ex.id, record, where))
+
+    # What no GPU can change is written now: submissions that are missing, unreadable, or failed
+    # a check before the build (nothing of theirs would run); the rest go to the GPUs.
+    items = []
     for (student, ex, path, display), prep in zip(todo, prepared):
-        t1 = time.perf_counter()
         if (student, ex.id) in problems:
             prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
+            done(student, ex, record_of(student, ex, prep.result, 0.0))
+        elif prep.module_dir is None and prep.result.failures:
+            done(student, ex, record_of(student, ex, prep.result, 0.0))
         else:
-            run(ex, prep, replace(opts, calibrated=calibration.get(ex.id)))
-        res = prep.result
-        res.seconds = time.perf_counter() - t1 + (res.build_seconds or 0)
-        record = dict(res.as_dict(), student=student, score=score(res, ex))
-        dest = out / "results" / student / f"{ex.id}.json"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=1))
-        tmp.replace(dest)  # written whole or not at all: a resumed run never reads half a result
-        echo(f"{student:<20} {ex.id:<26} {record['verdict']:<6} {record['score']:5.1f}  "
-             f"{res.first_failure()[:70]}")
+            items.append((student, ex.id, prep, opts, str(path), display))
+    t_run = time.perf_counter()
+    if ray is not None:
+        from . import ray_backend
+
+        stats = ray_backend.grade_on_ray(items, address=None if ray == "local" else ray, devices=devices,
+                                         runtime_exercises=[e.id for e in exs], on_done=done, echo=echo,
+                                         run_info=run_info, save_run=save_run, **(ray_options or {}))
+    else:
+        stats = _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run)
+    counts["errors"] = stats.get("errors", [])
     run_s = time.perf_counter() - t_run
     rows = write_reports(out, exs)
     total = time.perf_counter() - t0
-    (out / "timing.json").write_text(json.dumps({"graded": len(todo), "prepare_s": build_s, "run_s": run_s,
-                                                 "total_s": total, "jobs": jobs}, indent=1))
-    echo(f"graded {len(todo)} submissions in {total:.0f} s (prepare {build_s:.0f} s, GPU {run_s:.0f} s); "
+    per_gpu = stats.get("per_gpu", {})
+    (out / "timing.json").write_text(json.dumps({
+        "graded": len(todo), "prepare_s": build_s, "run_s": run_s, "total_s": total, "jobs": jobs,
+        "gpus": len(per_gpu) or 1, "backend": "ray" if ray is not None else "slots",
+        "gpu_busy_s": sum(g["busy_s"] for g in per_gpu.values()),
+        "calibrate_s": max((g.get("setup_s", 0.0) for g in per_gpu.values()), default=0.0),
+        "per_gpu": per_gpu, "has_gpu": toolchain.has_gpu()}, indent=1))
+    echo(f"graded {len(todo)} submissions in {total:.0f} s (prepare {build_s:.0f} s, GPU {run_s:.0f} s "
+         f"on {len(per_gpu) or 1} GPU{'s' if len(per_gpu) > 1 else ''}); "
          f"gradebook: {out / 'gradebook.csv'} ({len(rows)} rows)")
+    for err in counts["errors"]:
+        echo(f"not graded: {err}")
+    if counts["errors"]:
+        echo("run the same command again to grade what is left (what was graded is kept)")
+        return 1
     return 0
+
+
+def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run) -> dict:
+    """This host's GPUs, one slot process each (slots.py)."""
+    ex_by_id = {e.id: e for e in exs}
+    gpu = toolchain.has_gpu()
+    names = ", ".join(d or "the one visible" for d in devices)
+    echo(f"grading on {len(devices)} GPU{'s' if len(devices) > 1 else ''} ({names}), one process per GPU"
+         + ("" if gpu else "; no GPU here: compile-only stages"))
+    errors = []
+
+    def on_setup(device, calibration):
+        run_info["calibration"][str(device)] = calibration
+        save_run()
+        for ex_id, figures in (calibration or {}).items():
+            ex = ex_by_id[ex_id]
+            for label, value in (figures or {}).items():
+                echo(f"{ex.target.baseline.label}, measured once for this run on GPU {device}: {ex_id} {label}: "
+                     f"{value:.1f} {ex.target.unit}")
+
+    def on_done(item, record, device, seconds, error):
+        student, ex_id = item[0], item[1]
+        if record is None:
+            errors.append(f"{student} {ex_id}: {error}")
+            return
+        done(student, ex_by_id[ex_id], record, f"[GPU {device}] " if len(devices) > 1 else "")
+
+    setup = functools.partial(calibrate_all, runtime, [e.id for e in exs]) if gpu and items else None
+    stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
+                         sandbox_off=sandbox.available())
+    return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors}

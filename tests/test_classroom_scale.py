@@ -1,0 +1,147 @@
+"""Class grading at scale, on a CPU machine: every GPU of a host (one slot process per GPU, each
+pinned to its GPU), and Ray (a local cluster with pretend GPUs; the tasks run the compile-only
+stages). Both must give the same records as one GPU, resume the same way, and lose nothing when a
+grading process or a Ray worker dies."""
+import importlib.util
+import json
+import os
+import shutil
+
+import pytest
+
+from grader import toolchain
+from grader.classroom import grade_class
+from grader.classroom import slots
+from grader.classroom.slots import resolve_gpus, run_on_slots
+
+SOLUTION = toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+EXERCISE = "day01.scale_add"
+# What depends on where and when a grading ran, not on what it found.
+VOLATILE = ("seconds", "timings", "graded_on", "build_seconds")
+
+
+@pytest.fixture()
+def klass(tmp_path):
+    """Four good submissions (the same file: the cubin cache makes their checks cheap), a compile
+    error, an empty file and a student without the exercise."""
+    subs = tmp_path / "subs"
+    for student in ("ann", "bob", "cid", "dan"):
+        (subs / student / "day01").mkdir(parents=True)
+        shutil.copy(SOLUTION, subs / student / "day01" / "scale_add.cu")
+    (subs / "eve" / "day01").mkdir(parents=True)
+    (subs / "eve" / "day01" / "scale_add.cu").write_text(SOLUTION.read_text().replace(
+        "out[i] = alpha * x[i] + y[i];", "out[i] = alpha * x[i] + y[i]"))
+    (subs / "fay" / "day01").mkdir(parents=True)
+    (subs / "fay" / "day01" / "scale_add.cu").write_bytes(b"")
+    (subs / "gus").mkdir()
+    return subs, tmp_path
+
+
+def _records(out):
+    recs = {}
+    for f in sorted((out / "results").glob("*/*.json")):
+        rec = json.loads(f.read_text())
+        recs[(f.parent.name, rec["exercise"])] = {k: v for k, v in rec.items() if k not in VOLATILE}
+    return recs
+
+
+def test_resolve_gpus(monkeypatch):
+    monkeypatch.setattr(slots, "visible_gpus", lambda: [])  # a CPU machine
+    assert resolve_gpus(None) == resolve_gpus("all") == [None]
+    assert resolve_gpus("2") == ["0", "1"] and resolve_gpus(2) == ["0", "1"] and resolve_gpus("0,3") == ["0", "3"]
+    monkeypatch.setattr(slots, "visible_gpus", lambda: ["4", "6"])  # CUDA_VISIBLE_DEVICES=4,6
+    assert resolve_gpus("all") == ["4", "6"] and resolve_gpus("1") == ["4"] and resolve_gpus("1,0") == ["6", "4"]
+    for bad, why in (("3", "only 2"), ("0,2", "no GPU 2"), ("0,0", "each GPU once"), ("x", "indices"), ("0", "at least")):
+        with pytest.raises(ValueError, match=why):
+            resolve_gpus(bad)
+
+
+def test_two_slots_run_side_by_side_each_on_its_own_gpu():
+    done = []
+    stats = run_on_slots(["0", "1"], list(range(4)), slots.probe,
+                         lambda item, result, device, seconds, error: done.append((device, result, error)))
+    assert sorted(r["item"] for _, r, _ in done) == [0, 1, 2, 3] and not any(e for _, _, e in done)
+    assert all(r["device"] == device for device, r, _ in done)  # each slot's process sees its GPU alone
+    assert {d for d, _, _ in done} == {"0", "1"} and stats["per_gpu"]["0"]["graded"] >= 1
+    assert len({r["pid"] for _, r, _ in done}) == 2  # one process per slot, kept for its items
+    overlap = [(a, b) for _, a, _ in done for _, b, _ in done
+               if a["device"] != b["device"] and a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlap, "the two slots never ran at the same time"
+
+
+def test_two_gpus_grade_as_one_and_resume(klass):
+    subs, tmp = klass
+    lines1, lines2 = [], []
+    assert grade_class(subs, tmp / "one", only=[EXERCISE], gpus=1, secret_seed=7, jobs=2, echo=lines1.append) == 0
+    assert grade_class(subs, tmp / "two", only=[EXERCISE], gpus=2, secret_seed=7, jobs=2, echo=lines2.append) == 0
+    one, two = _records(tmp / "one"), _records(tmp / "two")
+    assert len(one) == 7 and one == two
+    assert any("grading on 2 GPUs (0, 1)" in line for line in lines2)
+    timing = json.loads((tmp / "two" / "timing.json").read_text())
+    assert timing["gpus"] == 2 and set(timing["per_gpu"]) == {"0", "1"}
+    graded = [json.loads(f.read_text())["graded_on"] for f in (tmp / "two" / "results").glob("*/*.json")]
+    assert {g["gpu"] for g in graded if g} <= {"0", "1"} and sum(1 for g in graded if g) == 4
+    # an interrupted run resumes where it stopped, on two GPUs as on one
+    (tmp / "two" / "results" / "bob" / f"{EXERCISE}.json").unlink()
+    (tmp / "two" / "results" / "eve" / f"{EXERCISE}.json").unlink()
+    lines = []
+    assert grade_class(subs, tmp / "two", only=[EXERCISE], gpus=2, jobs=2, echo=lines.append) == 0
+    assert "2 to grade" in lines[0] and _records(tmp / "two") == one
+    assert json.loads((tmp / "two" / "run.json").read_text())["secret_seed"] == 7
+    rows = json.loads((tmp / "two" / "gradebook.json").read_text())
+    assert len(rows) == 7 and {r["student"] for r in rows if r["failure"] == ""} == {"ann", "bob", "cid", "dan"}
+
+
+def test_gpus_option_refused_with_the_reason(klass, monkeypatch):
+    subs, tmp = klass
+    monkeypatch.setattr(slots, "visible_gpus", lambda: ["0"])
+    lines = []
+    assert grade_class(subs, tmp / "out", only=[EXERCISE], gpus="2", echo=lines.append) == 2
+    assert "only 1 GPU" in lines[0] and not (tmp / "out").exists()
+
+
+def test_ray_without_ray_says_how_to_install_it(klass, monkeypatch):
+    from grader.classroom import ray_backend
+
+    subs, tmp = klass
+    real = importlib.util.find_spec
+    monkeypatch.setattr(ray_backend.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    lines = []
+    assert grade_class(subs, tmp / "out", only=[EXERCISE], ray="local", echo=lines.append) == 2
+    assert "pip" in lines[0] and ".[ray]" in lines[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="Ray is not installed (the optional extra: pip install -e '.[ray]')")
+def test_ray_distributes_retries_and_merges(klass):
+    """A local Ray cluster with two pretend GPUs: bob's task dies (its worker process exits) the
+    first time and cid's raises the first time; Ray runs both again, and every record is the one a
+    local run on one GPU writes, merged into one gradebook by the driver."""
+    from grader.classroom import ray_backend
+
+    subs, tmp = klass
+    faults = tmp / "faults"
+    faults.mkdir()
+
+    def flaky(payload):  # pickled by value (a closure): the workers need not import this test
+        mark = faults / payload["student"]
+        if payload["student"] in ("bob", "cid") and not mark.exists():
+            mark.write_text(str(os.getpid()))
+            if payload["student"] == "bob":
+                os._exit(1)  # the worker dies mid-task
+            raise RuntimeError("a task that fails once")
+        return ray_backend.ray_grade(payload)
+
+    lines = []
+    assert grade_class(subs, tmp / "local", only=[EXERCISE], gpus=1, secret_seed=11, jobs=2, echo=lambda s: None) == 0
+    code = grade_class(subs, tmp / "ray", only=[EXERCISE], gpus=2, secret_seed=11, jobs=2, echo=lines.append,
+                       ray="local", ray_options={"num_cpus": 2, "task": flaky})
+    assert code == 0, "\n".join(lines)
+    assert (faults / "bob").exists() and (faults / "cid").exists()  # both faults happened ...
+    assert _records(tmp / "ray") == _records(tmp / "local")          # ... and nothing was lost
+    graded = [json.loads(f.read_text())["graded_on"] for f in (tmp / "ray" / "results").glob("*/*.json")]
+    assert len({g["gpu"] for g in graded if g}) == 2, graded         # both GPUs had tasks
+    assert any("4 grading tasks of one GPU each submitted" in line for line in lines), lines
+    timing = json.loads((tmp / "ray" / "timing.json").read_text())
+    assert timing["backend"] == "ray" and sum(g["graded"] for g in timing["per_gpu"].values()) == 4
+    assert len(json.loads((tmp / "ray" / "gradebook.json").read_text())) == 7
