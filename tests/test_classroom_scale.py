@@ -20,10 +20,12 @@ EXERCISE = "day01.scale_add"
 VOLATILE = ("seconds", "timings", "graded_on", "build_seconds")
 
 
-@pytest.fixture()
-def klass(tmp_path):
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory):
     """Four good submissions (the same file: the cubin cache makes their checks cheap), a compile
-    error, an empty file and a student without the exercise."""
+    error, an empty file and a student without the exercise; and what a run on one GPU writes
+    (tmp/one, secret seed 7), which the other runs must match."""
+    tmp_path = tmp_path_factory.mktemp("class")
     subs = tmp_path / "subs"
     for student in ("ann", "bob", "cid", "dan"):
         (subs / student / "day01").mkdir(parents=True)
@@ -34,6 +36,7 @@ def klass(tmp_path):
     (subs / "fay" / "day01").mkdir(parents=True)
     (subs / "fay" / "day01" / "scale_add.cu").write_bytes(b"")
     (subs / "gus").mkdir()
+    assert grade_class(subs, tmp_path / "one", only=[EXERCISE], gpus=1, secret_seed=7, jobs=2, echo=lambda s: None) == 0
     return subs, tmp_path
 
 
@@ -71,8 +74,7 @@ def test_two_slots_run_side_by_side_each_on_its_own_gpu():
 
 def test_two_gpus_grade_as_one_and_resume(klass):
     subs, tmp = klass
-    lines1, lines2 = [], []
-    assert grade_class(subs, tmp / "one", only=[EXERCISE], gpus=1, secret_seed=7, jobs=2, echo=lines1.append) == 0
+    lines2 = []
     assert grade_class(subs, tmp / "two", only=[EXERCISE], gpus=2, secret_seed=7, jobs=2, echo=lines2.append) == 0
     one, two = _records(tmp / "one"), _records(tmp / "two")
     assert len(one) == 7 and one == two
@@ -96,8 +98,8 @@ def test_gpus_option_refused_with_the_reason(klass, monkeypatch):
     subs, tmp = klass
     monkeypatch.setattr(slots, "visible_gpus", lambda: ["0"])
     lines = []
-    assert grade_class(subs, tmp / "out", only=[EXERCISE], gpus="2", echo=lines.append) == 2
-    assert "only 1 GPU" in lines[0] and not (tmp / "out").exists()
+    assert grade_class(subs, tmp / "refused", only=[EXERCISE], gpus="2", echo=lines.append) == 2
+    assert "only 1 GPU" in lines[0] and not (tmp / "refused").exists()
 
 
 def test_ray_without_ray_says_how_to_install_it(klass, monkeypatch):
@@ -107,7 +109,7 @@ def test_ray_without_ray_says_how_to_install_it(klass, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(ray_backend.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     lines = []
-    assert grade_class(subs, tmp / "out", only=[EXERCISE], ray="local", echo=lines.append) == 2
+    assert grade_class(subs, tmp / "no-ray", only=[EXERCISE], ray="local", echo=lines.append) == 2
     assert "pip" in lines[0] and ".[ray]" in lines[0]
 
 
@@ -133,12 +135,11 @@ def test_ray_distributes_retries_and_merges(klass):
         return ray_backend.ray_grade(payload)
 
     lines = []
-    assert grade_class(subs, tmp / "local", only=[EXERCISE], gpus=1, secret_seed=11, jobs=2, echo=lambda s: None) == 0
-    code = grade_class(subs, tmp / "ray", only=[EXERCISE], gpus=2, secret_seed=11, jobs=2, echo=lines.append,
+    code = grade_class(subs, tmp / "ray", only=[EXERCISE], gpus=2, secret_seed=7, jobs=2, echo=lines.append,
                        ray="local", ray_options={"num_cpus": 2, "task": flaky})
     assert code == 0, "\n".join(lines)
     assert (faults / "bob").exists() and (faults / "cid").exists()  # both faults happened ...
-    assert _records(tmp / "ray") == _records(tmp / "local")          # ... and nothing was lost
+    assert _records(tmp / "ray") == _records(tmp / "one")            # ... and nothing was lost
     graded = [json.loads(f.read_text())["graded_on"] for f in (tmp / "ray" / "results").glob("*/*.json")]
     assert len({g["gpu"] for g in graded if g}) == 2, graded         # both GPUs had tasks
     assert any("4 grading tasks of one GPU each submitted" in line for line in lines), lines

@@ -128,7 +128,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     """Grade every submission in `submissions` into `out` (see the module's text). `gpus`: "all"
     (default), a count or indices ("0,1") of the GPUs this host grades on. `ray`: grade on a Ray
     cluster instead, at that address ("local": one started for the run, with `gpus` GPUs);
-    `ray_options` are passed to ray_backend.grade_on_ray (tests: a fake cluster's resources)."""
+    `ray_options` are passed to ray_backend.RaySession (tests: a pretend cluster's resources, a task)."""
     submissions, out = Path(submissions), Path(out)
     if not submissions.is_dir():
         echo(f"no such folder: {submissions}")
@@ -177,6 +177,21 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         if gpu_problem:
             sandbox.disable(gpu_problem)
     echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
+    session = None
+    if ray is not None and todo:  # a local cluster starts while the submissions are prepared
+        from .ray_backend import RaySession
+
+        session = RaySession(None if ray == "local" else ray, devices, echo, **(ray_options or {}))
+    try:
+        return _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo,
+                      devices, session, run_file, t0)
+    finally:
+        if session:
+            session.close()
+
+
+def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,
+           session, run_file, t0) -> int:
     t_build = time.perf_counter()
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..build import WARMUP_SOURCE, build
@@ -217,12 +232,12 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         else:
             items.append((student, ex.id, prep, opts, str(path), display))
     t_run = time.perf_counter()
-    if ray is not None:
-        from . import ray_backend
-
-        stats = ray_backend.grade_on_ray(items, address=None if ray == "local" else ray, devices=devices,
-                                         runtime_exercises=[e.id for e in exs], on_done=done, echo=echo,
-                                         run_info=run_info, save_run=save_run, **(ray_options or {}))
+    if session is not None:
+        try:
+            stats = session.grade(items, [e.id for e in exs], done, run_info, save_run)
+        except RuntimeError as e:  # no cluster, or one without GPUs: what was graded is kept
+            echo(f"ray: {e}")
+            return 1
     else:
         stats = _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run)
     counts["errors"] = stats.get("errors", [])
@@ -232,7 +247,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     per_gpu = stats.get("per_gpu", {})
     (out / "timing.json").write_text(json.dumps({
         "graded": len(todo), "prepare_s": build_s, "run_s": run_s, "total_s": total, "jobs": jobs,
-        "gpus": len(per_gpu) or 1, "backend": "ray" if ray is not None else "slots",
+        "gpus": len(per_gpu) or 1, "backend": "ray" if session is not None else "slots",
         "gpu_busy_s": sum(g["busy_s"] for g in per_gpu.values()),
         "calibrate_s": max((g.get("setup_s", 0.0) for g in per_gpu.values()), default=0.0),
         "per_gpu": per_gpu, "has_gpu": toolchain.has_gpu()}, indent=1))

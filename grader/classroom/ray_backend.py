@@ -246,58 +246,94 @@ def _connect(ray, address: str, runtime_env: dict, cluster: LocalCluster | None)
             time.sleep(2)
 
 
-def grade_on_ray(items: list, address: str | None, devices: list, runtime_exercises: list[str], on_done, echo,
-                 run_info: dict, save_run, num_cpus: int | None = None, num_gpus: int | None = None,
-                 max_retries: int = 3, task=None) -> dict:
-    """Grade `items` ((student, exercise, prepared, options, path, display) tuples from grade_class)
-    as Ray tasks of one GPU each, calling `on_done(student, exercise, record, where)` here as each
-    comes back. `address`: an existing cluster's, or None for a local one with `num_gpus` GPUs (by
-    default those of `devices`; on a machine without a GPU that many pretend ones, which run the
-    compile-only stages) and `num_cpus` CPUs. `task` replaces ray_grade (the tests: a task that
-    dies once). Returns {"per_gpu": {host/GPU: {"graded", "busy_s", "setup_s"}}, "errors": [...]}."""
-    from .. import exercises
+class RaySession:
+    """The Ray side of a class run. Made before the preparation starts, so that a local cluster
+    starts while the submissions are checked and built; `grade` connects and runs the tasks;
+    `close` disconnects and stops a local cluster. `address`: an existing cluster's, or None for
+    a local one with `num_gpus` GPUs (by default those of `devices`; on a machine without a GPU that
+    many pretend ones, whose tasks run the compile-only stages) and `num_cpus` CPUs. `task`
+    replaces ray_grade (the tests: a task that dies once)."""
 
-    ex_by_id = {e: exercises.get(e) for e in runtime_exercises}
-    pythonpath = os.pathsep.join(p for p in (str(toolchain.ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}
-    cluster = None
-    if address is None:
-        real = [d for d in devices if d is not None] if toolchain.has_gpu() else []
-        gpus = num_gpus or len(devices)
-        env = dict(os.environ, PYTHONPATH=pythonpath, RAY_USAGE_STATS_ENABLED="0")
-        if real:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(real)
-        cluster = LocalCluster(gpus, num_cpus, env)
-        address = cluster.address
-        saved = {k: os.environ.get(k) for k in cluster.client_env()}
-        os.environ.update(cluster.client_env())  # Ray reads them once, when first imported: before that
-        echo(f"ray: a local cluster started for this run at {address} with {gpus} GPU{'s' if gpus > 1 else ''}"
-             + ("" if real else " (none real here: the tasks run the compile-only stages)"))
-    import ray
+    def __init__(self, address: str | None, devices: list, echo, num_cpus: int | None = None,
+                 num_gpus: int | None = None, max_retries: int = 3, task=None):
+        self.echo, self.max_retries, self.task = echo, max_retries, task or ray_grade
+        pythonpath = os.pathsep.join(p for p in (str(toolchain.ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        self.runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}  # the workers import the grader
+        self.cluster, self.saved, self.address = None, {}, address
+        if address is None:
+            real = [d for d in devices if d is not None] if toolchain.has_gpu() else []
+            gpus = num_gpus or len(devices)
+            env = dict(os.environ, PYTHONPATH=pythonpath, RAY_USAGE_STATS_ENABLED="0")
+            if real:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(real)
+            self.cluster = LocalCluster(gpus, num_cpus, env)
+            self.address = self.cluster.address
+            self.saved = {k: os.environ.get(k) for k in self.cluster.client_env()}
+            os.environ.update(self.cluster.client_env())  # Ray reads them once, when first imported: before that
+            echo(f"ray: starting a local cluster for this run at {self.address} with {gpus} "
+                 f"GPU{'s' if gpus > 1 else ''}" + ("" if real else " (none real here: the tasks run the "
+                                                               "compile-only stages)"))
 
-    try:
+    def grade(self, items: list, runtime_exercises: list[str], on_done, run_info: dict, save_run) -> dict:
+        """Grade `items` ((student, exercise, prepared, options, path, display) from grade_class) as
+        Ray tasks of one GPU each, calling `on_done(student, exercise, record, where)` here as each
+        comes back. Returns {"per_gpu": {host/GPU: {"graded", "busy_s", "setup_s"}}, "errors": [...]}."""
+        import ray
+
+        from .. import exercises
+
         t0 = time.perf_counter()
-        _connect(ray, address, runtime_env, cluster)
+        _connect(ray, self.address, self.runtime_env, self.cluster)
         res = ray.cluster_resources()
-        echo(f"ray: connected to {address} in {time.perf_counter() - t0:.0f} s: {len(ray.nodes())} node(s), "
-             f"{res.get('GPU', 0):g} GPUs, {res.get('CPU', 0):g} CPUs")
+        self.echo(f"ray: connected to {self.address} after {time.perf_counter() - t0:.0f} s: {len(ray.nodes())} "
+                  f"node(s), {res.get('GPU', 0):g} GPUs, {res.get('CPU', 0):g} CPUs")
         if not res.get("GPU"):
-            raise RuntimeError(f"the Ray cluster at {address} has no GPU: every grading task holds one")
-        return _run_tasks(ray, items, ex_by_id, on_done, echo, run_info, save_run, max_retries, task or ray_grade)
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        if cluster:
-            cluster.stop()
-            for k, v in saved.items():
+            raise RuntimeError(f"the Ray cluster at {self.address} has no GPU: every grading task holds one")
+        ex_by_id = {e: exercises.get(e) for e in runtime_exercises}
+        return _run_tasks(ray, items, ex_by_id, on_done, self.echo, run_info, save_run, self.max_retries, self.task)
+
+    def close(self) -> None:
+        if "ray" in sys.modules:
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        if self.cluster:
+            self.cluster.stop()
+            self.cluster = None
+            for k, v in self.saved.items():
                 if v is None:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
 
 
+def _clean_node(run_id: str) -> None:
+    shutil.rmtree(Path(tempfile.gettempdir()) / f"grader-ray-{os.getuid()}" / run_id, ignore_errors=True)
+
+
+def _clean_nodes(ray, run_id: str) -> None:
+    """Each node's folder for the run (grader copy, extensions, sources, figures) removed."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    clean = ray.remote(_clean_node)
+    refs = [clean.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+            .remote(run_id) for n in ray.nodes() if n.get("Alive")]
+    try:
+        ray.wait(refs, num_returns=len(refs), timeout=60)
+    except Exception:  # a node gone meanwhile: its /tmp goes with it
+        pass
+
+
 def _run_tasks(ray, items, ex_by_id, on_done, echo, run_info, save_run, max_retries, task) -> dict:
     run_id = secrets.token_hex(6)
+    try:
+        return _run_tasks_of(ray, run_id, items, ex_by_id, on_done, echo, run_info, save_run, max_retries, task)
+    finally:
+        _clean_nodes(ray, run_id)
+
+
+def _run_tasks_of(ray, run_id, items, ex_by_id, on_done, echo, run_info, save_run, max_retries, task) -> dict:
     remote = ray.remote(task).options(num_gpus=1, max_retries=max_retries, retry_exceptions=True)
     built_here = toolchain.has_gpu()
     pending, rebuilt = {}, 0
