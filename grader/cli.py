@@ -106,7 +106,7 @@ def cmd_verify(args) -> int:
     from .maintain.verify import class_benchmark, self_test, verify
 
     if args.class_benchmark:
-        return class_benchmark(args.out, args.class_benchmark)
+        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus)
     if args.self_test:
         return self_test(args.out, args.only)
     return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only)
@@ -173,6 +173,8 @@ def main(argv=None) -> int:
                         "also `grader` (its own GPU tests); repeatable. Reports are named after it")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")
+    p.add_argument("--gpus", default="all", metavar="all|N|0,1",
+                   help="with --class-benchmark: the GPUs it grades on (run it on 1 and on N to measure the scaling)")
     p.set_defaults(fn=cmd_verify)
     args = parser.parse_args(argv)
     if args.command in NEEDS_TORCH and importlib.util.find_spec("torch") is None:

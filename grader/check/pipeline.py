@@ -301,7 +301,9 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str) -
     prep.result.add_time(name, seconds)
     if status != "skip":
         cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps({"status": status, "detail": detail, "metrics": metrics}))
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")  # whole or not at all: another GPU's slot may read it
+        tmp.write_text(json.dumps({"status": status, "detail": detail, "metrics": metrics}))
+        tmp.replace(cached)
 
 
 def seed_list(seeds: int, secret_seed: int | None) -> list:

@@ -47,6 +47,7 @@ from .. import toolchain
 
 INSTALL = "pip install -e '.[ray]'"
 CONNECT_TIMEOUT_S = 180.0   # a local cluster's start on a loaded 2-core machine took 25-60 s
+IN_FLIGHT_PER_GPU = 4       # tasks submitted ahead per GPU of the cluster
 
 
 def unavailable() -> str | None:
@@ -162,6 +163,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# `ray start`, waiting up to 150 s (not Ray's fixed 30 s) for its raylet to register: on a loaded
+# 2-core machine (CI) it took 30-75 s, and the start failed. Ray's own CLI where that hook is gone.
+RAY_START = """
+import sys, time
+try:
+    import ray._private.services as services
+    _get_node = services.get_node
+    def get_node(*args, **kwargs):
+        deadline = time.monotonic() + 150
+        while True:
+            try:
+                return _get_node(*args, **kwargs)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+    services.get_node = get_node
+except (ImportError, AttributeError):
+    pass
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+sys.exit(main())
+"""
+
+
 class LocalCluster:
     """A one-node Ray cluster started for the run (`ray start --head --block` as a child of this
     process, its ports chosen here so that no start waits on port files; a token of its own, so
@@ -172,8 +198,7 @@ class LocalCluster:
         self.tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths
         self.port = _free_port()
         self.token = secrets.token_hex(32)
-        ray_exe = Path(sys.executable).parent / "ray"
-        self.cmd = [str(ray_exe) if ray_exe.exists() else "ray", "start", "--head", "--block",
+        self.cmd = [sys.executable, "-c", RAY_START, "start", "--head", "--block",
                     "--node-ip-address", "127.0.0.1", "--port", str(self.port),
                     "--num-gpus", str(num_gpus), "--include-dashboard", "false", "--disable-usage-stats",
                     "--temp-dir", str(self.tmp)]
@@ -336,23 +361,33 @@ def _run_tasks(ray, items, ex_by_id, on_done, echo, run_info, save_run, max_retr
 def _run_tasks_of(ray, run_id, items, ex_by_id, on_done, echo, run_info, save_run, max_retries, task) -> dict:
     remote = ray.remote(task).options(num_gpus=1, max_retries=max_retries, retry_exceptions=True)
     built_here = toolchain.has_gpu()
-    pending, rebuilt = {}, 0
-    for student, ex_id, prep, opts, path, display in items:
-        payload = {"run_id": run_id, "student": student, "exercise": ex_id, "display": display,
-                   "prepared": prep, "opts": opts, "module": _module_payload(prep), "source": None}
-        if not prep.module_dir and not prep.result.failures and path:
-            payload["source"] = Path(path).read_text(encoding="utf-8")  # it passed its checks here: build there
-            rebuilt += 1
-        pending[remote.remote(payload)] = (student, ex_id)
-    echo(f"ray: {len(pending)} grading tasks of one GPU each submitted"
+    rebuilt = sum(1 for it in items if not it[2].module_dir and not it[2].result.failures and it[4])
+    # A window of tasks in flight (a few per GPU of the cluster), not all of them: each carries its
+    # extension's bytes, which Ray keeps in the object store until the task is done.
+    window = max(4, IN_FLIGHT_PER_GPU * int(ray.cluster_resources().get("GPU", 1)))
+    queue = list(items)
+    pending: dict = {}
+
+    def submit():
+        while queue and len(pending) < window:
+            student, ex_id, prep, opts, path, display = queue.pop(0)
+            payload = {"run_id": run_id, "student": student, "exercise": ex_id, "display": display,
+                       "prepared": prep, "opts": opts, "module": _module_payload(prep), "source": None}
+            if not prep.module_dir and not prep.result.failures and path:
+                payload["source"] = Path(path).read_text(encoding="utf-8")  # it passed its checks here: build there
+            pending[remote.remote(payload)] = (student, ex_id)
+
+    echo(f"ray: {len(items)} grading tasks of one GPU each, up to {window} in flight"
          + (f"; {rebuilt} to be built on their workers (this host has no GPU to build for)"
             if rebuilt and not built_here else ""))
+    submit()
     per_gpu: dict = {}
     errors, no_sandbox = [], set()
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             student, ex_id = pending.pop(ref)
+            submit()
             try:
                 out = ray.get(ref)
             except Exception as e:  # retries spent: left ungraded, so that the next run grades it
@@ -362,7 +397,7 @@ def _run_tasks_of(ray, run_id, items, ex_by_id, on_done, echo, run_info, save_ru
             key = f"{where['host']}/{where['gpu']}"
             g = per_gpu.setdefault(key, {"graded": 0, "busy_s": 0.0, "setup_s": 0.0})
             g["graded"] += 1
-            g["busy_s"] += out["seconds"] + out["setup_s"]
+            g["busy_s"] += out["seconds"]
             g["setup_s"] += out["setup_s"]
             if out["calibration"] and key not in run_info["calibration"]:
                 run_info["calibration"][key] = {}
