@@ -50,6 +50,20 @@ def zero_padding_rows(x):
     return x
 
 
+def uniform_gated_inputs(p, gen, gate_bound: float, up_bound: float, device="cuda") -> dict:
+    """The input [tokens, 2 d] of an activation whose interesting range is bounded (Days 3 and 13):
+    gates uniform in [-gate_bound, gate_bound), up halves in [-up_bound, up_bound); padding rows of
+    zeros when the case asks; at the case's offset."""
+    import torch
+
+    x = torch.rand(p["tokens"], 2 * p["d"], generator=gen, device=device) * 2 - 1  # uniform in [-1, 1)
+    x[:, :p["d"]] *= gate_bound
+    x[:, p["d"]:] *= up_bound
+    if p.get("magnitude") == "zero_rows":
+        zero_padding_rows(x)
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+
+
 def _inputs(p, gen, device="cuda"):
     import torch
 

@@ -2,9 +2,9 @@
 through PTX butterfly shuffles."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, offset_view, torch_dtype
+from ..spec import Case, Exercise, Tolerance, offset_view
 from ._rounding import FP16_SUBNORMAL, PerOutput
-from .day02 import gated_cases, gated_outputs, zero_padding_rows
+from .day02 import gated_cases, gated_outputs, uniform_gated_inputs, zero_padding_rows
 
 NOTEBOOK = "notebooks/day03_ptx_and_fast_math.ipynb"
 
@@ -31,15 +31,7 @@ def gelu_bounds(p):
 
 
 def _gelu_inputs(p, gen, device="cuda"):
-    import torch
-
-    gate_bound, up_bound = gelu_bounds(p)
-    x = torch.rand(p["tokens"], 2 * p["d"], generator=gen, device=device) * 2 - 1  # uniform in [-1, 1)
-    x[:, :p["d"]] *= gate_bound
-    x[:, p["d"]:] *= up_bound
-    if p.get("magnitude") == "zero_rows":
-        zero_padding_rows(x)
-    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    return uniform_gated_inputs(p, gen, *gelu_bounds(p), device)
 
 
 def _gelu_call(mod, p, inputs, outputs):

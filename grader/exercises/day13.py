@@ -16,9 +16,9 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from ..spec import UNIT_ROUNDOFF, Baseline, Exercise, Tolerance, memory_bound, offset_view, torch_dtype
+from ..spec import UNIT_ROUNDOFF, Baseline, Exercise, Tolerance, memory_bound
 from ._rounding import FP16_SUBNORMAL, ULP32, expf_ulp, round_up
-from .day02 import DTYPES, gated_cases, gated_outputs, zero_padding_rows
+from .day02 import DTYPES, gated_cases, gated_outputs, uniform_gated_inputs
 
 NOTEBOOK = "notebooks/day13_jit_templates.ipynb"
 TEMPLATE_NAME = "act_and_mul_template.cu.j2"
@@ -261,15 +261,7 @@ def bounds(p) -> tuple[float, float]:
 
 
 def _inputs(p, gen, device="cuda"):
-    import torch
-
-    gate_bound, up_bound = bounds(p)
-    x = torch.rand(p["tokens"], 2 * p["d"], generator=gen, device=device) * 2 - 1  # uniform in [-1, 1)
-    x[:, :p["d"]] *= gate_bound
-    x[:, p["d"]:] *= up_bound
-    if p.get("magnitude") == "zero_rows":
-        zero_padding_rows(x)
-    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    return uniform_gated_inputs(p, gen, *bounds(p), device)
 
 
 def _call(mod, p, inputs, outputs):
