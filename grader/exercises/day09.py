@@ -86,18 +86,20 @@ def _gemm_params(dt, m, n, k, offset=0, offset_c=0):
     return {"dtype": dt, "m": m, "n": n, "k": k, "offset": offset, "offset_c": offset_c}
 
 
-def _gemm_cases():
+def gemm_cases(shapes, misaligned, perf_sizes):
+    """C = A B^T cases (Days 9 and 10): `shapes` and Llama 3 8B's projections in both dtypes, the
+    `misaligned` ones, and square GEMMs of `perf_sizes` timed."""
     cases = []
     for dt in DTYPES:
-        cases += [Case(f"{dt} {m}x{n}x{k}", _gemm_params(dt, m, n, k)) for m, n, k in GEMM_SHAPES]
+        cases += [Case(f"{dt} {m}x{n}x{k}", _gemm_params(dt, m, n, k)) for m, n, k in shapes]
         cases += [Case(f"{dt} {m}x{n}x{k} (Llama 3 8B)", _gemm_params(dt, m, n, k)) for m, n, k in LLAMA3_8B]
         cases += [Case(f"{dt} {m}x{n}x{k} misaligned by 1 ({'a, b' if o else ''}{' and ' if o and oc else ''}"
-                       f"{'c' if oc else ''})", _gemm_params(dt, m, n, k, o, oc)) for m, n, k, o, oc in MISALIGNED]
-    cases += [Case(f"{dt} 4096x4096x4096", _gemm_params(dt, 4096, 4096, 4096), perf=True) for dt in DTYPES]
+                       f"{'c' if oc else ''})", _gemm_params(dt, m, n, k, o, oc)) for m, n, k, o, oc in misaligned]
+    cases += [Case(f"{dt} {s}x{s}x{s}", _gemm_params(dt, s, s, s), perf=True) for s in perf_sizes for dt in DTYPES]
     return cases
 
 
-def _gemm_inputs(p, gen, device="cuda"):
+def gemm_inputs(p, gen, device="cuda"):
     import torch
 
     dt = torch_dtype(p["dtype"])
@@ -106,7 +108,7 @@ def _gemm_inputs(p, gen, device="cuda"):
     return {"a": offset_view(a, p["offset"]), "b": offset_view(b, p["offset"])}
 
 
-def _gemm_outputs(p, inputs):
+def gemm_outputs(p, inputs):
     return {"c": empty_like_offset((p["m"], p["n"]), torch_dtype(p["dtype"]), "cuda", p["offset_c"])}
 
 
@@ -114,11 +116,11 @@ def _gemm_call(mod, p, inputs, outputs):
     getattr(mod, f"tensor_core_gemm_{p['dtype']}")(outputs["c"], inputs["a"], inputs["b"], p["m"], p["n"], p["k"])
 
 
-def _gemm_reference(p, inputs):
+def gemm_reference(p, inputs):
     return {"c": inputs["a"].double() @ inputs["b"].double().t()}  # exact products and sums, fp64
 
 
-def _gemm_matmul(p, inputs, outputs):
+def gemm_matmul(p, inputs, outputs):
     import torch
 
     torch.matmul(inputs["a"], inputs["b"].t(), out=outputs["c"])
@@ -166,16 +168,16 @@ EXERCISES = [
             "cudaError_t tensor_core_gemm_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b, "
             "int64_t m, int64_t n, int64_t k, cudaStream_t stream)",
         ],
-        cases=_gemm_cases(),
-        make_inputs=_gemm_inputs,
-        make_outputs=_gemm_outputs,
+        cases=gemm_cases(GEMM_SHAPES, MISALIGNED, [4096]),
+        make_inputs=gemm_inputs,
+        make_outputs=gemm_outputs,
         call=_gemm_call,
-        reference=_gemm_reference,
+        reference=gemm_reference,
         # randn inputs: each product a_i b_i has RMS 1.
         tolerance=lambda p: dot_tolerance(p["dtype"], p["k"]),
         target=compute_bound(flops=lambda p: 2 * p["m"] * p["n"] * p["k"],
                              bytes_moved=lambda p: 2 * (p["m"] * p["k"] + p["n"] * p["k"] + p["m"] * p["n"]),
-                             baseline=matmul_baseline(_gemm_matmul), ratio=0.30, dtype=lambda p: p["dtype"]),
+                             baseline=matmul_baseline(gemm_matmul), ratio=0.30, dtype=lambda p: p["dtype"]),
         target_note="mma.sync peaks near 636 TFLOP/s on an H200 and cuBLAS (wgmma) reached ~780 at 4096^3: "
                     "0.30x is ~235 TFLOP/s, reachable without cp.async (Day 10)",
         required_sass=HMMA_AND_LDSM,

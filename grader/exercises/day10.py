@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from ..spec import (Baseline, Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset,
                     matmul_baseline, memory_bound, offset_view, torch_dtype)
-
-DTYPES = ("fp16", "bf16")
+from .day09 import DTYPES, gemm_cases, gemm_inputs, gemm_matmul, gemm_outputs, gemm_reference
 
 GEMM_SASS = {
     "HMMA.16816.F32": "tensor-core mma.sync m16n8k16 with fp32 accumulators (HMMA.16816.F32, "
@@ -23,13 +22,10 @@ GEMM_SASS = {
 # (m, n, k): tails of the 128 x 256 block tile in every dimension (1-3, 127-129, 255-257), K that is
 # not a multiple of 8 (no 16-byte copies: 1, 3, 127, 129, 4095) or of the 32-wide K tile (40, 4104),
 # K shorter than the pipeline's prologue (16, 40, 64: fewer K tiles than the 3 issued ahead) and
-# exactly as long (96), K = 16384 (the longest rows of the day), and Llama 3 8B's projections at
-# token counts from decode (1) to prefill (4096): q/o 4096 -> 4096, k/v 4096 -> 1024, gate/up
-# 4096 -> 14336, down 14336 -> 4096.
+# exactly as long (96), K = 16384 (the longest rows of the day), and Llama 3 8B's projections
+# (day09.LLAMA3_8B).
 GEMM_SHAPES = [(1, 1, 1), (2, 2, 2), (3, 3, 3), (1, 257, 16), (127, 255, 129), (128, 256, 128), (129, 257, 127),
                (256, 512, 40), (200, 300, 96), (65, 96, 4104), (33, 200, 4095), (300, 7, 64), (130, 513, 16384)]
-LLAMA3_8B = [(1, 4096, 4096), (7, 1024, 4096), (19, 14336, 4096), (128, 4096, 14336), (989, 4096, 4096),
-             (4096, 14336, 4096)]
 # Misaligned base pointers by one element (a tensor slice can start anywhere): (m, n, k, offset of
 # a and b, offset of c). a, b misaligned: no cp.async (the plain-load fallback); c: 2-byte stores.
 MISALIGNED = [(3, 1024, 256, 1, 1), (129, 4096, 4096, 1, 0), (300, 512, 4096, 0, 1)]
@@ -37,46 +33,8 @@ MISALIGNED = [(3, 1024, 256, 1, 1), (129, 4096, 4096, 1, 0), (300, 512, 4096, 0,
 PERF = [4096, 8192]
 
 
-def _gemm_params(dt, m, n, k, offset=0, offset_c=0):
-    return {"dtype": dt, "m": m, "n": n, "k": k, "offset": offset, "offset_c": offset_c}
-
-
-def _gemm_cases():
-    cases = []
-    for dt in DTYPES:
-        cases += [Case(f"{dt} {m}x{n}x{k}", _gemm_params(dt, m, n, k)) for m, n, k in GEMM_SHAPES]
-        cases += [Case(f"{dt} {m}x{n}x{k} (Llama 3 8B)", _gemm_params(dt, m, n, k)) for m, n, k in LLAMA3_8B]
-        cases += [Case(f"{dt} {m}x{n}x{k} misaligned by 1 ({'a, b' if o else ''}{' and ' if o and oc else ''}"
-                       f"{'c' if oc else ''})", _gemm_params(dt, m, n, k, o, oc)) for m, n, k, o, oc in MISALIGNED]
-    cases += [Case(f"{dt} {s}x{s}x{s}", _gemm_params(dt, s, s, s), perf=True) for s in PERF for dt in DTYPES]
-    return cases
-
-
-def _gemm_inputs(p, gen, device="cuda"):
-    import torch
-
-    dt = torch_dtype(p["dtype"])
-    a = torch.randn(p["m"], p["k"], generator=gen, device=device).to(dt)
-    b = torch.randn(p["n"], p["k"], generator=gen, device=device).to(dt)
-    return {"a": offset_view(a, p["offset"]), "b": offset_view(b, p["offset"])}
-
-
-def _gemm_outputs(p, inputs):
-    return {"c": empty_like_offset((p["m"], p["n"]), torch_dtype(p["dtype"]), "cuda", p["offset_c"])}
-
-
 def _gemm_call(mod, p, inputs, outputs):
     getattr(mod, f"gemm_{p['dtype']}")(outputs["c"], inputs["a"], inputs["b"], p["m"], p["n"], p["k"])
-
-
-def _gemm_reference(p, inputs):
-    return {"c": inputs["a"].double() @ inputs["b"].double().t()}  # exact products and sums, fp64
-
-
-def _gemm_matmul(p, inputs, outputs):
-    import torch
-
-    torch.matmul(inputs["a"], inputs["b"].t(), out=outputs["c"])
 
 
 # -------------------------------------------------------------------------- fp8_quantize
@@ -175,16 +133,16 @@ EXERCISES = [
             "cudaError_t gemm_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t m, "
             "int64_t n, int64_t k, cudaStream_t stream)",
         ],
-        cases=_gemm_cases(),
-        make_inputs=_gemm_inputs,
-        make_outputs=_gemm_outputs,
+        cases=gemm_cases(GEMM_SHAPES, MISALIGNED, PERF),
+        make_inputs=gemm_inputs,
+        make_outputs=gemm_outputs,
         call=_gemm_call,
-        reference=_gemm_reference,
+        reference=gemm_reference,
         # randn inputs: each product a_i b_i has RMS 1.
         tolerance=lambda p: dot_tolerance(p["dtype"], max(p["k"], 1)),
         target=compute_bound(flops=lambda p: 2 * p["m"] * p["n"] * p["k"],
                              bytes_moved=lambda p: 2 * (p["m"] * p["k"] + p["n"] * p["k"] + p["m"] * p["n"]),
-                             baseline=matmul_baseline(_gemm_matmul), ratio=0.60, dtype=lambda p: p["dtype"]),
+                             baseline=matmul_baseline(gemm_matmul), ratio=0.60, dtype=lambda p: p["dtype"]),
         target_note="on an H200, cuBLAS (torch.matmul, with wgmma) reached 778-792 TFLOP/s at 4096^3-8192^3 and "
                     "mma.sync tops out near 636: 0.60x is ~470 TFLOP/s, about 75% of what mma.sync can do "
                     "(Day 9's 128 x 128 kernel without cp.async: 0.33x). The reference solution reached only "
