@@ -104,8 +104,11 @@ print(json.dumps({"seconds": b.seconds, "cached": b.cached, "module": b.name}))
 def _build_jobs(scope: Scope) -> list[dict]:
     """What the notebooks and the grading build: each day's versions, each solution and stub."""
     jobs = [{"label": f"{d.name} kernel versions", "day": d.name}
-            for d in sorted(toolchain.KERNELS.glob("day*")) if d.is_dir() and scope.has_day(d.name)]
+            for d in sorted(toolchain.KERNELS.glob("day*"))
+            if d.is_dir() and scope.has_day(d.name) and build.day_files(d.name)]
     for ex in scope.exercises():
+        if ex.learner_file == "python":  # a Python module builds nothing itself: its kernels are other exercises'
+            continue
         for kind, path in (("solution", ex.solution_path), ("stub", ex.stub_path)):
             jobs.append({"label": f"{ex.id} {kind}", "file": str(path), "name": ex.id.replace(".", "_"),
                          "exercise": ex.id})
@@ -459,7 +462,7 @@ def _markdown(report: dict) -> str:
                 f"cached <= {b['target_cached_s']:.0f} s).", "",
                 "| extension | cold build s | cached load s (fresh process) |", "|---|---|---|"]
         for c in b["cold"]:
-            w = cached.get(c["label"], {})
+            w = cached.get(c["label"]) if cached.get(c["label"], {}).get("ok") else None
             cold_s = f"{c['seconds']:.1f}" if c["ok"] else "FAILED"
             out.append(f"| {c['label']} | {cold_s} | {w['seconds']:.2f} |" if w else f"| {c['label']} | {cold_s} | - |")
     m = report.get("notebook_measurements") or []
