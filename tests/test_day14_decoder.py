@@ -174,3 +174,20 @@ def test_solution_through_the_grader_without_a_gpu():
     assert not res.failures, str(res)
     names = [i.name for i in res.items if i.status == "pass"]
     assert "torch.compile(fullgraph=True) of Decoder.step" in names and "op course::decode_attention" in names
+
+
+def test_module_checks_hand_the_kernels_over_before_opcheck(solution, tmp_path, monkeypatch):
+    """On a GPU the worker's module checks give the module the extensions the grader built
+    (use_kernels), before opcheck and the cases call its ops: seen missing on the H200, where
+    every op then failed with KeyError 'day06.rmsnorm'."""
+    from types import SimpleNamespace
+
+    seen = []
+    monkeypatch.setattr(day14, "_opcheck_rows", lambda ops: seen.append(dict(solution.KERNELS)) or [])
+    kernels = {dep: object() for dep in day14.DEPENDS_ON}
+    rows = day14.decoder_module_checks(SimpleNamespace(module=solution, kernels=kernels), True, "course")
+    assert seen == [kernels] and not [r for r in rows if r[2] == "fail"]
+    broken = _variant(SOLUTION.read_text().replace("    KERNELS.clear()\n", "    raise ValueError('no')\n"),
+                      "wrong_use_kernels", tmp_path, "use_kernels")
+    rows = day14.decoder_module_checks(SimpleNamespace(module=broken, kernels=kernels), True, "wrong_use_kernels")
+    assert [r[1] for r in rows if r[2] == "fail"] == ["use_kernels(kernels)"]
