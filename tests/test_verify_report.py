@@ -21,3 +21,12 @@ def test_a_failed_build_is_a_row_of_the_report():
                          "target_cold_s": 20.0, "target_cached_s": 1.0}}
     text = verify._markdown(report)
     assert "| day12 kernel versions | FAILED | - |" in text
+
+
+def test_a_missed_mutant_says_what_the_grader_reported_instead():
+    message = ("AssertionError: day14.decoder/x: expected a correctness failure saying 'differ'\n"
+               "  day14.decoder: FAIL   (x.py, gpu mode)\n    PASS  source      entry points\n        use_kernels\n"
+               "    FAIL  correctness bf16 batch 1\n        seed 0: RuntimeError: operation not permitted when stream is capturing\n")
+    why = verify._missed_why(message)
+    assert why.startswith("AssertionError: day14.decoder/x") and "PASS" not in why
+    assert "FAIL  correctness bf16 batch 1 / seed 0: RuntimeError: operation not permitted" in why

@@ -150,7 +150,7 @@ def measure_builds(log, scope: Scope) -> dict:
     first = _warm_up()
     log(f"first build ({'precompiled header already there' if pch_existed else 'making the precompiled header'}): "
         f"{first['wall_s']:.1f} s")
-    with cf.ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+    with cf.ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs)))) as pool:  # (none: day14.decoder alone)
         cold = list(pool.map(_build_in_subprocess, jobs))
     for c in cold:
         log(f"cold build {c['label']}: {c.get('seconds', float('nan')):.1f} s"
@@ -228,6 +228,17 @@ def many_seeds(log, scope: Scope) -> list[dict]:
     return rows
 
 
+def _missed_why(message: str) -> str:
+    """A missed mutant's assertion and what the grader said of it instead: the first line, then each
+    FAIL row of the result it printed with its detail line."""
+    lines = message.splitlines()
+    out = lines[:1]
+    for i, line in enumerate(lines[1:], 1):
+        if re.match(r"\s*FAIL\s", line):
+            out += [line.strip(), *(lines[i + 1].strip() for _ in [0] if i + 1 < len(lines))]
+    return " / ".join(out)[:800]
+
+
 def _mutant_tally(junit: Path) -> dict:
     """Known-wrong submissions (tests/test_mutants.py) that got their expected verdict."""
     import xml.etree.ElementTree as ET
@@ -243,7 +254,7 @@ def _mutant_tally(junit: Path) -> dict:
         blind = skipped is not None and skipped.get("type") == "pytest.xfail"  # tests/mutants `undetected`
         outcome = ((skipped.get("message") or "")[:300] if blind else
                    "skipped: " + (skipped.get("message") or "")[:200] if skipped is not None else
-                   "MISSED: " + (failed.get("message") or "")[:200] if failed is not None else "caught")
+                   "MISSED: " + _missed_why(failed.get("message") or "") if failed is not None else "caught")
         rows.append({"mutant": name[name.index("[") + 1:-1], "outcome": outcome})
     rows.sort(key=lambda r: r["mutant"])
     blind = [r["mutant"] for r in rows if r["outcome"].startswith("blind spot")]
@@ -326,7 +337,7 @@ def self_test(out: str | Path, only: list[str] | None = None) -> int:
         seeds = pool.submit(many_seeds, log, scope)
         report["pytest"][name] = _pytest([*_self_test_pytest_args(scope), "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
                                           f"--junitxml={junit}", *xdist], _env(),
-                                         out / "pytest-gpu-tests.log", 420)
+                                         out / f"{scope.stem('pytest-gpu-tests')}.log", 420)
         report["many_seeds"] = seeds.result()
     report["mutants"] = _mutant_tally(junit)
     report["seconds"] = time.perf_counter() - t0
