@@ -80,3 +80,34 @@ def test_failed_build_leaves_nothing_behind():
     assert err.value.file == "tests/bad_ext.cu" and err.value.line == 8
     leftovers = [p for p in (toolchain.cache_dir() / "ext").glob("test_bad_*")]
     assert leftovers == []
+
+
+def test_a_build_waits_while_another_process_writes_the_precompiled_header(tmp_path, monkeypatch):
+    """While one build holds the header's lock exclusively (it is writing extension.h.gch), another
+    build with use_pch waits for it, even once the file exists (half-written)."""
+    import fcntl
+    import threading
+    import time
+
+    from grader.build.extension import _pch_lock
+
+    monkeypatch.setattr(toolchain, "cache_dir", lambda: tmp_path)
+    (tmp_path / "extension.h.gch").write_bytes(b"half")
+    writer = open(tmp_path / "pch.lock", "w")
+    fcntl.flock(writer, fcntl.LOCK_EX)
+    entered = []
+
+    def other_build():
+        with _pch_lock(tmp_path, True):
+            entered.append(time.monotonic())
+
+    t = threading.Thread(target=other_build)
+    t.start()
+    time.sleep(0.5)
+    assert not entered, "a build read the header while it was being written"
+    released = time.monotonic()
+    writer.close()
+    t.join(5)
+    assert entered and entered[0] >= released
+    with _pch_lock(tmp_path, False) as lock:  # no precompiled header: no lock at all
+        assert lock.f is None

@@ -283,20 +283,25 @@ def _build_in_child(kwargs: dict) -> None:
 
 
 class _pch_lock:
-    """The precompiled header is one file shared by every build of this torch install: while
-    it does not exist yet, builds in other processes (a parallel class grading, say) wait for
-    the one that makes it, instead of all writing it at once."""
+    """The precompiled header is one file shared by every build of this torch install. A build
+    that finds it missing makes it under an exclusive lock; every other build holds a shared one,
+    so it waits while the header is being written instead of reading it half-written (seen on the
+    H200: two processes building at once on a fresh machine, one failed with "cannot read PCH
+    file: Invalid argument")."""
 
     def __init__(self, torch_include: Path, use_pch: bool | None):
-        self.needed = bool(use_pch) and not (torch_include / "extension.h.gch").exists()
+        self.gch = torch_include / "extension.h.gch"
+        self.use_pch = bool(use_pch)
         self.f = None
 
     def __enter__(self):
-        if self.needed:
+        if self.use_pch:
             import fcntl
 
             self.f = open(toolchain.cache_dir() / "pch.lock", "w")
-            fcntl.flock(self.f, fcntl.LOCK_EX)
+            fcntl.flock(self.f, fcntl.LOCK_SH)  # waits while another build holds it exclusively
+            if not self.gch.exists():  # (not atomic: the lock is dropped, then taken exclusively)
+                fcntl.flock(self.f, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc):
