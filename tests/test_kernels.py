@@ -85,22 +85,3 @@ def test_spec_is_complete(ex):
     assert all(ex.tolerance(c.params).why for c in ex.cases)
     nb = toolchain.ROOT / ex.notebook
     assert nb.exists() and f"## Exercise: {ex.name}" in nb.read_text()
-
-
-@pytest.mark.parametrize("ex_id", ["day07.skinny_gemm", "day11.batch_decode", "day12.flash_attention"])
-def test_plain_copies_build_for_racecheck_has_no_async_copies(ex_id):
-    """The build racecheck grades (grader/check/pipeline.py, PLAIN_COPIES_FLAGS): course/async.cuh's
-    copies become plain loads and shared stores, which racecheck sees, where cp.async writes are
-    invisible to it. The solutions' SASS then has no LDGSTS (no copy left asynchronous) but still
-    shared stores and barriers."""
-    from grader.build import Source
-    from grader.check.pipeline import PLAIN_COPIES_FLAGS
-
-    ex = exercises.get(ex_id)
-    graded = compile_cubin(ex.solution_path)
-    assert all(k.has_opcode("LDGSTS") for k in graded.kernels)
-    (macro,) = [f[2:] for f in PLAIN_COPIES_FLAGS]
-    text = f"#define {macro}\n" + ex.solution_path.read_text()
-    plain = compile_cubin(Source(f"{ex.solution_path} (plain copies)", text))
-    assert plain.kernels and not any(k.has_opcode("LDGSTS") or k.has_opcode("DEPBAR") for k in plain.kernels)
-    assert all(k.has_opcode("STS") and k.has_opcode("BAR") for k in plain.kernels)

@@ -77,7 +77,6 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         prep.shared_access_bytes = tuple(max(k.shared_access_bytes(op) for k in report.kernels)
                                          for op in ("LDS", "STS"))
         prep.uses_shared_memory = any(k.has_opcode(op) for k in report.kernels for op in SHARED_OPCODES)
-        prep.async_copies = any(k.has_opcode("LDGSTS") for k in report.kernels)
     if not toolchain.has_gpu():
         if ex.learner_file == "template":
             result.add("build", CACHE_HIT, "skip", "skipped: no CUDA GPU here (compile-only mode): the extension "
@@ -110,7 +109,6 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     if ex.learner_file == "template":
         _cache_hit_check(ex, template, built, result)
     prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
-    prep.source = src
     return prep
 
 
@@ -290,18 +288,14 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str) -
     scratch = Result(ex.id, prep.result.source, prep.result.mode)
     sub = replace(opts, seeds=opts.seeds[:1], perf=False, sanitize=tool, sanitizers=(), calibrated=None,
                   timeout=config.SANITIZER_TIMEOUT_FACTOR * (opts.timeout or ex.timeout_s))
-    target, note = prep, ""
-    if tool == "racecheck" and prep.async_copies and prep.source is not None:
-        target, note = _plain_copies_build(ex, prep, scratch)
-    if target is not None:
-        run_worker(ex, target, sub, scratch)
+    run_worker(ex, prep, sub, scratch)
     seconds = time.perf_counter() - t0
     verdict = next((i for i in scratch.items if i.name == name), None)
     if verdict is None:  # it hung or died under the sanitizer: say what the run said
         fail = next((i for i in scratch.failures), None)
         status, detail = "fail", f"under compute-sanitizer {tool}: " + (fail.detail if fail else "no verdict")
     else:
-        status, detail = verdict.status, verdict.detail + note
+        status, detail = verdict.status, verdict.detail
     metrics = {"seconds": seconds, "cached": False}
     prep.result.add("work", name, status, detail, metrics)
     prep.result.add_time(name, seconds)
@@ -310,30 +304,6 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str) -
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")  # whole or not at all: another GPU's slot may read it
         tmp.write_text(json.dumps({"status": status, "detail": detail, "metrics": metrics}))
         tmp.replace(cached)
-
-
-PLAIN_COPIES_FLAGS = ("-DCOURSE_PLAIN_ASYNC_COPIES",)
-
-
-def _plain_copies_build(ex: Exercise, prep: Prepared, scratch: Result) -> tuple[Prepared | None, str]:
-    """racecheck does not see cp.async writes land in shared memory: a refill issued before the
-    barrier that ends the reads of its stage passes it unseen. The same source built with the
-    course's copies as plain loads and stores (course/async.cuh, COURSE_PLAIN_ASYNC_COPIES) makes
-    that write a hazard racecheck reports. Built here, link-checked as the graded build was."""
-    try:
-        built = _build.build([prep.source], name=ex.id.replace(".", "_") + "_plaincp", quiet=True, load=False,
-                             flags=PLAIN_COPIES_FLAGS)
-    except _build.BuildError as e:
-        scratch.add("work", "compute-sanitizer racecheck", "fail", "the build for racecheck (cp.async as plain "
-                    f"copies) failed: {e.first_error}")
-        return None, ""
-    objects = sorted(Path(built.directory).glob("*.cuda.o"))
-    if not objects or not all(link_checks(ex, prep.source, Result(ex.id, "", ""), built_object=str(o)) for o in objects):
-        scratch.add("work", "compute-sanitizer racecheck", "fail", "the build for racecheck (cp.async as plain "
-                    "copies) links to what the graded build did not")
-        return None, ""
-    return (replace(prep, module_dir=str(built.directory), module_name=built.name, kernels=built.kernels),
-            " (cp.async through course/async.cuh checked as plain copies, which racecheck sees)")
 
 
 def seed_list(seeds: int, secret_seed: int | None) -> list:

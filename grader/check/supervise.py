@@ -51,8 +51,6 @@ class Prepared:
     uses_shared_memory: bool = False     # the SASS has shared loads, stores or block barriers
     deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
-    source: object = None                # the graded source (build.Source), for a build with other flags
-    async_copies: bool = False           # the SASS has cp.async (LDGSTS): racecheck gets a plain-copy build
 
 
 def _rss_bytes(pid: int) -> int:

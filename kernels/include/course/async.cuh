@@ -8,24 +8,11 @@
 // Also the Hopper bulk copy (sm_90, cp.async.bulk + mbarrier): one thread moves a whole
 // contiguous block, and the barrier counts the bytes that arrived.
 // Model: FlashInfer include/flashinfer/cp_async.cuh (the same PTX; here one function per idea).
-//
-// Built with COURSE_PLAIN_ASYNC_COPIES (the grader does, for compute-sanitizer racecheck only),
-// cp_async and cp_async_zfill become ordinary loads and shared stores, and commit/wait do nothing.
-// racecheck cannot see a cp.async write land in shared memory, so a refill issued before the barrier
-// that ends the reads of that stage (a misplaced __syncthreads) is invisible to it; as a plain store
-// the same write is a hazard racecheck reports. The results are the same either way.
 #pragma once
 
 #include "course/common.cuh"
 
 namespace course {
-
-#ifdef COURSE_PLAIN_ASYNC_COPIES
-template <int BYTES> struct CopyWord;
-template <> struct CopyWord<4> { using type = uint32_t; };
-template <> struct CopyWord<8> { using type = uint2; };
-template <> struct CopyWord<16> { using type = uint4; };
-#endif
 
 // A shared-memory address as the PTX instructions want it: 32 bits in the shared window.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -43,11 +30,6 @@ template <int BYTES, CacheHint HINT = CacheHint::ca>
 __device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
   static_assert(HINT == CacheHint::ca || BYTES == 16, "cp.async.cg copies 16 bytes only");
-#ifdef COURSE_PLAIN_ASYNC_COPIES
-  using W = typename CopyWord<BYTES>::type;
-  *static_cast<W*>(smem) = *static_cast<const W*>(gmem);
-  return;
-#endif
   if constexpr (HINT == CacheHint::cg) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
   } else {
@@ -61,13 +43,6 @@ template <int BYTES, CacheHint HINT = CacheHint::ca>
 __device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, bool pred) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
   static_assert(HINT == CacheHint::ca || BYTES == 16, "cp.async.cg copies 16 bytes only");
-#ifdef COURSE_PLAIN_ASYNC_COPIES
-  using W = typename CopyWord<BYTES>::type;
-  W word{};
-  if (pred) word = *static_cast<const W*>(gmem);
-  *static_cast<W*>(smem) = word;
-  return;
-#endif
   const int src_bytes = pred ? BYTES : 0;
   if constexpr (HINT == CacheHint::cg) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
@@ -80,21 +55,13 @@ __device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, boo
 
 // Close the current group: every cp.async this thread issued since the last commit.
 // An empty group is fine (and keeps the counting in a pipeline loop uniform).
-__device__ __forceinline__ void cp_async_commit() {
-#ifndef COURSE_PLAIN_ASYNC_COPIES
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Wait until at most N of this thread's committed groups are still in flight. Only this
 // thread's copies: a __syncthreads() afterwards makes every thread's copies visible to all.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-#ifdef COURSE_PLAIN_ASYNC_COPIES
-  asm volatile("" ::: "memory");
-#else
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
 }
 
 // ---------------------------------------------------------------- Hopper bulk copy (sm_90)
