@@ -588,6 +588,19 @@ def _decoder_outputs(p, inputs):
                                   device=inputs["prompt"].device)}
 
 
+def clear_cublas_workspaces():
+    """Drop torch's cached cuBLAS workspaces, so that the next capture allocates its own in its graph's
+    memory pool. Without it a graph can inherit a workspace that an earlier graph's teardown frees
+    (pytorch/pytorch#193402): on the H200 the timed case's replay then stopped with an illegal memory
+    access whenever another Decoder had been captured and freed before it in the same process (a correct
+    capture, so the harness does this before every capture, as torch.compile's CUDA graphs do)."""
+    import torch
+
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None and torch.cuda.is_available():
+        clear()
+
+
 class _Run:
     """A case's model between calls: a timed case builds it once, then every call replays one step."""
 
@@ -608,6 +621,7 @@ def _decoder_call(sub, p, inputs, outputs):
         return
     model = sub.module.Decoder(_weights(inputs), dict(LLAMA3_8B), p["batch"], p["prompt"] + p["steps"], PAGE_SIZE)
     out[0].copy_(model.prefill(prompt))
+    clear_cublas_workspaces()
     model.capture()
     for t in range(p["steps"]):
         out[t + 1].copy_(model.decode(forced[:, t]))
