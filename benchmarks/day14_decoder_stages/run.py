@@ -7,7 +7,8 @@ Run from the repository root on a GPU machine, best with CUDA_LAUNCH_BLOCKING=1:
 CASE_INDEX indexes the spec's perf_cases. MODE: `stages` (default, each stage once, synchronized);
 `measure` (the worker's own measure(), as the grader times the case); `cases` (the module checks, every untimed
 case x 4 seeds and the side-stream run, as the worker runs them first, then measure()); `bench-yours`, `bench-torch`, `bench-compiled` (the
-grader's interleaved timing loop on yours alone or beside one baseline). One mode per process: a fault
+grader's interleaved timing loop on yours alone or beside one baseline); `perf` (every timed case in turn);
+`cases:p` (the preamble, then every timed case: the worker's whole path). One mode per process: a fault
 ends the CUDA context.
 On the H200 (2026-11-24) every stage passed once, synchronized, at batch 1 and 64, and `measure` alone
 passed; `cases:s` (one Decoder captured and freed before) faulted in the first timed replay, also with
@@ -98,11 +99,23 @@ def main():
     stage("the grader's call after the baselines", lambda: ex.call(sub, p, inputs, outputs))
 
 
-def timing(mode, ex, sub, case, inputs, outputs):
+def timing(mode, ex, sub, case, inputs, outputs, measure=True):
     from grader.bench import L2Flusher, bench_interleaved
     from grader.check import worker
 
     flusher = L2Flusher()
+    if mode.startswith("cases") and mode.endswith("p"):  # the preamble, then every timed case
+        timing(mode[:-1] if mode[:-1] != "cases:" else "cases", ex, sub, case, inputs, outputs, measure=False)
+        mode = "perf"
+    if mode == "perf":  # every timed case in turn, as the worker times them (case 0 before case 1)
+        if os.environ.get("DECODER_FIX") == "nocompiled":
+            import dataclasses
+            ex = dataclasses.replace(ex, target=dataclasses.replace(ex.target, also=()))
+        for c in ex.perf_cases:
+            r = stage(f"worker.measure() {c.label}", lambda c=c: worker.measure(ex, sub, c, flusher))
+            print(r[0], r[1], flush=True)
+            worker.release_case_memory()
+        return
     if mode == "measure" or mode.startswith("cases"):
         # what the worker does before timing: (m) module checks, (c) every case x 4 seeds, (s) side stream;
         # `cases` all three, `cases:m` (say) only those named
@@ -117,8 +130,9 @@ def timing(mode, ex, sub, case, inputs, outputs):
         if "s" in parts:
             stage("side stream", lambda: print("  ", worker.run_on_side_stream(ex, sub, max(
                 untimed, key=lambda c: ex.case_bytes(c.params)), 0)))
-        r = stage("worker.measure()", lambda: worker.measure(ex, sub, case, flusher))
-        print(r[0], r[1], flush=True)
+        if measure:
+            r = stage("worker.measure()", lambda: worker.measure(ex, sub, case, flusher))
+            print(r[0], r[1], flush=True)
         return
     p = case.params
     stage("the grader's call", lambda: ex.call(sub, p, inputs, outputs))

@@ -400,6 +400,20 @@ def stream_case(ex, mod, untimed, seed, emit) -> bool:
     return True
 
 
+def release_case_memory():
+    """Between cases: what a case left behind is freed now, not during a later case. A garbage
+    collection first: objects in reference cycles (a model beside its torch.compile'd step) would
+    otherwise be torn down at some later collection, and a CUDA graph's teardown then drops the cuBLAS
+    workspace cached for its capture stream, which a graph captured since on that stream may be using
+    (pytorch/pytorch#193402: day14.decoder's timed replay faulted on the H200)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
@@ -459,7 +473,7 @@ def main(config_path: str) -> int:
                 break
             result = ("pass", msg)
         emit(group="correctness", name=case.label, status=result[0], detail=result[1])
-        torch.cuda.empty_cache()
+        release_case_memory()
     phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
     if untimed and not small and not stream_case(ex, mod, untimed, seeds[0][1], emit):
         return 1
@@ -486,7 +500,7 @@ def main(config_path: str) -> int:
                 if not _cuda_alive():
                     emit(event="fatal", detail=f"crashed while timing '{case.label}'")
                     return 1
-            torch.cuda.empty_cache()
+            release_case_memory()
         phase(f"timing ({_count(len(ex.perf_cases), 'case')})")
     emit(event="done")
     return 0

@@ -589,15 +589,19 @@ def _decoder_outputs(p, inputs):
 
 
 def clear_cublas_workspaces():
-    """Drop torch's cached cuBLAS workspaces, so that the next capture allocates its own in its graph's
-    memory pool. Without it a graph can inherit a workspace that an earlier graph's teardown frees
-    (pytorch/pytorch#193402): on the H200 the timed case's replay then stopped with an illegal memory
-    access whenever another Decoder had been captured and freed before it in the same process (a correct
-    capture, so the harness does this before every capture, as torch.compile's CUDA graphs do)."""
+    """Before a learner's capture: earlier graphs torn down now (a collection), then torch's cached cuBLAS
+    workspaces dropped, so that the capture allocates its own in its graph's memory pool. Else a graph
+    can inherit a workspace cached for its capture stream that an earlier graph's teardown frees
+    (pytorch/pytorch#193402): on the H200 the timed case's replay stopped with an illegal memory access
+    after other Decoders had been captured and freed in the same process. Their capture was correct, so
+    the harness does this (torch.compile's CUDA graphs clear the workspaces too)."""
+    import gc
+
     import torch
 
     clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
     if clear is not None and torch.cuda.is_available():
+        gc.collect()
         clear()
 
 

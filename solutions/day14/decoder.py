@@ -329,14 +329,14 @@ class Decoder:
         # STUB: raise NotImplementedError("Decoder.capture")
         self.plan(self.lens)
         tokens = self.static_tokens[:self.batch]
-        # A workspace of its own for cuBLAS in this graph's pool: else the capture may reuse one an
-        # earlier graph's teardown frees (pytorch/pytorch#193402; the grader clears them too).
-        torch._C._cuda_clearCublasWorkspaces()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up: cuBLAS picks its kernels and workspace outside the capture
+        with torch.cuda.stream(side):  # warm-up: cuBLAS picks its kernels outside the capture
             self.step(tokens)
         torch.cuda.current_stream().wait_stream(side)
+        # A cuBLAS workspace of its own, allocated in this graph's pool: else the capture may reuse one
+        # cached for its stream that another graph's teardown frees (pytorch/pytorch#193402).
+        torch._C._cuda_clearCublasWorkspaces()
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self.static_logits = self.step(tokens)
