@@ -111,3 +111,25 @@ def test_a_build_waits_while_another_process_writes_the_precompiled_header(tmp_p
     assert entered and entered[0] >= released
     with _pch_lock(tmp_path, False) as lock:  # no precompiled header: no lock at all
         assert lock.f is None
+
+
+def test_a_second_builder_of_the_same_module_waits_then_loads_it():
+    """Two processes building one module: the second waits on the module's lock, then loads what
+    the first built (here the first is this test holding the lock; the module is already built)."""
+    import fcntl
+    import threading
+    import time
+
+    src = Source("tests/twice_ext.cu", GOOD)
+    first = build.build([src], name="test_twice", quiet=True)
+    build.extension._loaded.clear()
+    holder = open(first.directory.parent / "locks" / f"{first.name}.lock", "w")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    got = []
+    t = threading.Thread(target=lambda: got.append(build.build([src], name="test_twice", quiet=True)))
+    t.start()
+    time.sleep(0.5)
+    assert not got, "a second builder went on while the module's lock was held"
+    holder.close()
+    t.join(30)
+    assert got and got[0].cached and got[0].name == first.name

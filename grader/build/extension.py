@@ -182,9 +182,6 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     if not exports:
         raise BuildError(what, "no entry point: mark the host function Python calls with COURSE_EXPORT")
 
-    import torch
-    from torch.utils import cpp_extension
-
     t_start = time.perf_counter()  # hashing + loading or building, what a cached "build" costs
     toolchain.cuda_home()
     arch = target_arch(sources, toolchain.arch())  # '9.0a' when a file is named *_sm90a.cu
@@ -194,13 +191,25 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     if module_name in _loaded:
         return _loaded[module_name]
     build_dir = toolchain.cache_dir() / "ext" / module_name
-    if (build_dir / f"{module_name}.so").exists():
-        # Same hash, same inputs: import the built module without asking ninja.
-        module = load_built(build_dir, module_name) if load else None
-        built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
-        if load:
-            _loaded[module_name] = built
-        return built
+    with _module_lock(build_dir):
+        if (build_dir / f"{module_name}.so").exists():
+            # Same hash, same inputs: import the built module without asking ninja.
+            module = load_built(build_dir, module_name) if load else None
+            built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
+        else:
+            built = _build(sources, what, binding, arch, features, flags, module_name, build_dir, exports, kernels, load,
+                           quiet)
+    if load:
+        _loaded[module_name] = built
+    return built
+
+
+def _build(sources, what, binding, arch, features, flags, module_name, build_dir, exports, kernels, load,
+           quiet) -> Built:
+    """The build itself (the caller holds the module's lock and found no built module)."""
+    import torch
+    from torch.utils import cpp_extension
+
     build_dir.mkdir(parents=True, exist_ok=True)
 
     # #line makes nvcc report errors against the real file and line.
@@ -229,10 +238,28 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
         except Exception:
             shutil.rmtree(build_dir, ignore_errors=True)
             raise
-    built = Built(module, module_name, build_dir, exports, kernels, progress.seconds, False)
-    if load:
-        _loaded[module_name] = built
-    return built
+    return Built(module, module_name, build_dir, exports, kernels, progress.seconds, False)
+
+
+class _module_lock:
+    """One build of a module at a time across processes (class grading, a notebook beside the
+    grader): a second builder of the same content waits, then loads what the first built, or builds
+    it itself if the first failed (a failed build is removed: torch's own lock in the build folder
+    would leave the second importing a module that is not there, seen on the H200)."""
+
+    def __init__(self, build_dir: Path):
+        self.path = build_dir.parent / "locks" / f"{build_dir.name}.lock"  # kept: deleting one races
+
+    def __enter__(self):
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(self.path, "w")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()  # releases the lock
 
 
 def _load_inline(cpp_extension, kwargs: dict, load: bool):
