@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day10/fp8_quantize.cu by `grader release` (stub-hash 29f3cd489e5b).
+// Your exercise: fill in the TODOs. Generated from solutions/day10/fp8_quantize.cu by `grader release` (stub-hash 26b0b43381f9).
 // Day 10 exercise 2: dynamic per-token FP8 quantization, the step before an FP8 GEMM.
 //
 //   x       [M, K]  fp16 or bf16, row-major: one token's activations per row
@@ -27,6 +27,11 @@
 namespace {
 
 constexpr int THREADS = 256, CHUNK = 8;  // 8 elements = one 16-byte load
+// Threads per row of up to 4096 elements (each then holds 4096 / 8 / SHORT_THREADS chunks): a knob
+// that benchmarks/variant_sweep tries.
+#ifndef FP8_SHORT_THREADS
+#define FP8_SHORT_THREADS 256
+#endif
 constexpr float E4M3_MAX = 448.0f;
 constexpr float MIN_SCALE = 1.0f / (448.0f * 512.0f);
 
@@ -38,19 +43,19 @@ __device__ __forceinline__ uint16_t e4m3x2(float lo, float hi) {
   return 0;
 }
 
-// vec: x 16-byte aligned, q 8-byte aligned, K % 8 == 0 and K <= THREADS * CHUNK * ROW_CHUNKS. A row of
-// up to 4096 elements takes ROW_CHUNKS = 2 (fewer registers: more blocks per SM, more loads in flight).
-template <typename T, int ROW_CHUNKS>
-__global__ void __launch_bounds__(THREADS, ROW_CHUNKS <= 2 ? 4 : 2)
+// vec: x 16-byte aligned, q 8-byte aligned, K % 8 == 0 and K <= BLOCK * CHUNK * ROW_CHUNKS. A row of
+// up to 4096 elements takes FP8_SHORT_THREADS threads (fewer registers: more blocks per SM, more loads in flight).
+template <typename T, int ROW_CHUNKS, int BLOCK = THREADS>
+__global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? 1024 / BLOCK : 2)
     fp8_quantize_kernel(uint8_t* __restrict__ q, float* __restrict__ scales, const T* __restrict__ x, int64_t k,
                         bool vec) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * k;
   uint8_t* qr = q + row * k;
   // TODO: scales[row] and q[row, :] (see the top of the file).
-  // 1. With `vec`: this thread's chunks c = threadIdx.x + i * THREADS (i < ROW_CHUNKS, c * 8 < k)
+  // 1. With `vec`: this thread's chunks c = threadIdx.x + i * BLOCK (i < ROW_CHUNKS, c * 8 < k)
   //    as course::vec_t<T, 8> loads, kept in registers; the largest |x| of them.
-  //    Otherwise: the largest |x| over elements threadIdx.x, + THREADS, ... of the row.
+  //    Otherwise: the largest |x| over elements threadIdx.x, + BLOCK, ... of the row.
   // 2. course::block_reduce_max; scale = max(amax / E4M3_MAX, MIN_SCALE) (thread 0 stores it).
   // 3. q = e4m3x2(x / scale, ...) for neighbouring pairs: 8 bytes per chunk with `vec`, else one
   //    byte per element (the low byte of e4m3x2(v, 0.0f)). Divide: x * (1 / scale) is not the same.
@@ -65,7 +70,8 @@ cudaError_t launch_fp8_quantize(uint8_t* q, float* scales, const T* x, int64_t m
   const bool vec = k % CHUNK == 0 && k <= LONG && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(q) % 8 == 0;
   if (vec && k <= SHORT) {
-    fp8_quantize_kernel<T, 2><<<static_cast<unsigned>(m), THREADS, 0, stream>>>(q, scales, x, k, vec);
+    constexpr int ST = FP8_SHORT_THREADS;
+    fp8_quantize_kernel<T, SHORT / (ST * CHUNK), ST><<<static_cast<unsigned>(m), ST, 0, stream>>>(q, scales, x, k, vec);
   } else {
     fp8_quantize_kernel<T, 8><<<static_cast<unsigned>(m), THREADS, 0, stream>>>(q, scales, x, k, vec);
   }

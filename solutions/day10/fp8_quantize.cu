@@ -26,6 +26,11 @@
 namespace {
 
 constexpr int THREADS = 256, CHUNK = 8;  // 8 elements = one 16-byte load
+// Threads per row of up to 4096 elements (each then holds 4096 / 8 / SHORT_THREADS chunks): a knob
+// that benchmarks/variant_sweep tries.
+#ifndef FP8_SHORT_THREADS
+#define FP8_SHORT_THREADS 256
+#endif
 constexpr float E4M3_MAX = 448.0f;
 constexpr float MIN_SCALE = 1.0f / (448.0f * 512.0f);
 
@@ -42,10 +47,10 @@ __device__ __forceinline__ uint16_t e4m3x2(float lo, float hi) {
   // END SOLUTION
 }
 
-// vec: x 16-byte aligned, q 8-byte aligned, K % 8 == 0 and K <= THREADS * CHUNK * ROW_CHUNKS. A row of
-// up to 4096 elements takes ROW_CHUNKS = 2 (fewer registers: more blocks per SM, more loads in flight).
-template <typename T, int ROW_CHUNKS>
-__global__ void __launch_bounds__(THREADS, ROW_CHUNKS <= 2 ? 4 : 2)
+// vec: x 16-byte aligned, q 8-byte aligned, K % 8 == 0 and K <= BLOCK * CHUNK * ROW_CHUNKS. A row of
+// up to 4096 elements takes FP8_SHORT_THREADS threads (fewer registers: more blocks per SM, more loads in flight).
+template <typename T, int ROW_CHUNKS, int BLOCK = THREADS>
+__global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? 1024 / BLOCK : 2)
     fp8_quantize_kernel(uint8_t* __restrict__ q, float* __restrict__ scales, const T* __restrict__ x, int64_t k,
                         bool vec) {
   const int64_t row = blockIdx.x;
@@ -53,9 +58,9 @@ __global__ void __launch_bounds__(THREADS, ROW_CHUNKS <= 2 ? 4 : 2)
   uint8_t* qr = q + row * k;
   // BEGIN SOLUTION
   // STUB: // TODO: scales[row] and q[row, :] (see the top of the file).
-  // STUB: // 1. With `vec`: this thread's chunks c = threadIdx.x + i * THREADS (i < ROW_CHUNKS, c * 8 < k)
+  // STUB: // 1. With `vec`: this thread's chunks c = threadIdx.x + i * BLOCK (i < ROW_CHUNKS, c * 8 < k)
   // STUB: //    as course::vec_t<T, 8> loads, kept in registers; the largest |x| of them.
-  // STUB: //    Otherwise: the largest |x| over elements threadIdx.x, + THREADS, ... of the row.
+  // STUB: //    Otherwise: the largest |x| over elements threadIdx.x, + BLOCK, ... of the row.
   // STUB: // 2. course::block_reduce_max; scale = max(amax / E4M3_MAX, MIN_SCALE) (thread 0 stores it).
   // STUB: // 3. q = e4m3x2(x / scale, ...) for neighbouring pairs: 8 bytes per chunk with `vec`, else one
   // STUB: //    byte per element (the low byte of e4m3x2(v, 0.0f)). Divide: x * (1 / scale) is not the same.
@@ -65,7 +70,7 @@ __global__ void __launch_bounds__(THREADS, ROW_CHUNKS <= 2 ? 4 : 2)
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < ROW_CHUNKS; ++i) {
-      const int64_t c = threadIdx.x + i * THREADS;
+      const int64_t c = threadIdx.x + i * BLOCK;
       if (c * CHUNK < k) {
         v[i].load(xr + c * CHUNK);  // 16 bytes, kept in registers until the scale is known
 #pragma unroll
@@ -76,7 +81,7 @@ __global__ void __launch_bounds__(THREADS, ROW_CHUNKS <= 2 ? 4 : 2)
     if (threadIdx.x == 0) scales[row] = scale;
 #pragma unroll
     for (int i = 0; i < ROW_CHUNKS; ++i) {
-      const int64_t c = threadIdx.x + i * THREADS;
+      const int64_t c = threadIdx.x + i * BLOCK;
       if (c * CHUNK < k) {
         uint16_t b[CHUNK / 2];
 #pragma unroll
@@ -89,10 +94,10 @@ __global__ void __launch_bounds__(THREADS, ROW_CHUNKS <= 2 ? 4 : 2)
     }
   } else {  // any K, any alignment: two passes, element by element
     float amax = 0.0f;
-    for (int64_t i = threadIdx.x; i < k; i += THREADS) amax = fmaxf(amax, fabsf(course::to_float(xr[i])));
+    for (int64_t i = threadIdx.x; i < k; i += BLOCK) amax = fmaxf(amax, fabsf(course::to_float(xr[i])));
     const float scale = fmaxf(course::block_reduce_max(amax) / E4M3_MAX, MIN_SCALE);
     if (threadIdx.x == 0) scales[row] = scale;
-    for (int64_t i = threadIdx.x; i < k; i += THREADS)
+    for (int64_t i = threadIdx.x; i < k; i += BLOCK)
       qr[i] = static_cast<uint8_t>(e4m3x2(course::to_float(xr[i]) / scale, 0.0f));
   }
   // END SOLUTION
@@ -106,7 +111,8 @@ cudaError_t launch_fp8_quantize(uint8_t* q, float* scales, const T* x, int64_t m
   const bool vec = k % CHUNK == 0 && k <= LONG && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(q) % 8 == 0;
   if (vec && k <= SHORT) {
-    fp8_quantize_kernel<T, 2><<<static_cast<unsigned>(m), THREADS, 0, stream>>>(q, scales, x, k, vec);
+    constexpr int ST = FP8_SHORT_THREADS;
+    fp8_quantize_kernel<T, SHORT / (ST * CHUNK), ST><<<static_cast<unsigned>(m), ST, 0, stream>>>(q, scales, x, k, vec);
   } else {
     fp8_quantize_kernel<T, 8><<<static_cast<unsigned>(m), THREADS, 0, stream>>>(q, scales, x, k, vec);
   }

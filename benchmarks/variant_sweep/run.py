@@ -1,0 +1,58 @@
+"""Grade variants of a solution that differ only in #define knobs, and print each timed case's ratio
+to its graded baseline: the measurement behind a solution's tuning constants. Run from the repository
+root on a GPU machine:
+    python3 benchmarks/variant_sweep/run.py 'day14.rope:ROPE_HEADS_PER_STEP=8' 'day14.rope:' ...
+Each argument is EXERCISE:NAME=VALUE,NAME=VALUE (nothing after the colon: the solution as it is).
+Every variant goes through `grader check --source` (correct on one seed, then timed beside its
+baselines in the same run); writes $OUT/variant-sweep.json when $OUT is set."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from grader import exercises  # noqa: E402
+
+
+def variant(spec: str, folder: Path) -> tuple[str, dict, Path]:
+    eid, _, knobs = spec.partition(":")
+    defines = dict(k.split("=", 1) for k in knobs.split(",") if k)
+    ex = exercises.get(eid)
+    text = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + ex.solution_path.read_text()
+    path = folder / f"{eid.replace('.', '_')}_{len(list(folder.iterdir()))}{''.join(ex.solution_path.suffixes)}"
+    path.write_text(text)
+    return eid, defines, path
+
+
+def main() -> int:
+    folder = Path(tempfile.mkdtemp())
+    rows = []
+    for spec in sys.argv[1:]:
+        eid, defines, path = variant(spec, folder)
+        proc = subprocess.run([sys.executable, "-m", "grader", "check", eid, "--source", str(path), "--seeds", "1",
+                               "--json"], capture_output=True, text=True, cwd=ROOT)
+        try:
+            result = json.loads(proc.stdout)
+        except ValueError:
+            print(spec, "no result:", (proc.stderr or proc.stdout)[-800:], flush=True)
+            rows.append({"exercise": eid, "defines": defines, "verdict": "no result"})
+            continue
+        cases = {i["name"]: {"status": i["status"], "ratio": i["metrics"].get("ratio"),
+                             "value": i["metrics"].get("value"), "unit": i["metrics"].get("unit")}
+                 for i in result["items"] if i["group"] == "performance"}
+        failed = [i["name"] for i in result["items"] if i["status"] == "fail" and i["group"] != "performance"]
+        rows.append({"exercise": eid, "defines": defines, "verdict": result["verdict"], "failed": failed,
+                     "cases": cases})
+        ratios = " ".join(f"{c['ratio']:.3f}" if c["ratio"] else "-" for c in cases.values())
+        print(f"{spec:60s} {result['verdict']:6s} ratios {ratios}" + (f" FAILED {failed}" if failed else ""),
+              flush=True)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "variant-sweep.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
