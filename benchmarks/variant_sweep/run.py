@@ -34,8 +34,9 @@ def main() -> int:
         eid, defines, path = variant(spec, folder)
         proc = subprocess.run([sys.executable, "-m", "grader", "check", eid, "--source", str(path), "--seeds", "1",
                                "--json"], capture_output=True, text=True, cwd=ROOT)
-        try:
-            result = json.loads(proc.stdout)
+        try:  # the JSON document is the last thing printed, from a line that opens with "{"
+            out = proc.stdout
+            result = json.loads(out[out.rindex("\n{") + 1:] if not out.startswith("{") else out)
         except ValueError:
             print(spec, "no result:", (proc.stderr or proc.stdout)[-800:], flush=True)
             rows.append({"exercise": eid, "defines": defines, "verdict": "no result"})
@@ -49,8 +50,8 @@ def main() -> int:
         ratios = " ".join(f"{c['ratio']:.3f}" if c["ratio"] else "-" for c in cases.values())
         print(f"{spec:60s} {result['verdict']:6s} ratios {ratios}" + (f" FAILED {failed}" if failed else ""),
               flush=True)
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "variant-sweep.json").write_text(json.dumps(rows, indent=1))
+        if os.environ.get("OUT"):  # after every variant: a run cut off keeps what it measured
+            Path(os.environ["OUT"], "variant-sweep.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 
