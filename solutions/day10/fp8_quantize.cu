@@ -31,6 +31,9 @@ constexpr int THREADS = 256, CHUNK = 8;  // 8 elements = one 16-byte load
 #ifndef FP8_SHORT_THREADS
 #define FP8_SHORT_THREADS 256
 #endif
+#ifndef FP8_MIN_BLOCKS  // the short kernel's minimum blocks per SM (__launch_bounds__), 0: from its size
+#define FP8_MIN_BLOCKS 0
+#endif
 constexpr float E4M3_MAX = 448.0f;
 constexpr float MIN_SCALE = 1.0f / (448.0f * 512.0f);
 
@@ -50,7 +53,7 @@ __device__ __forceinline__ uint16_t e4m3x2(float lo, float hi) {
 // vec: x 16-byte aligned, q 8-byte aligned, K % 8 == 0 and K <= BLOCK * CHUNK * ROW_CHUNKS. A row of
 // up to 4096 elements takes FP8_SHORT_THREADS threads (fewer registers: more blocks per SM, more loads in flight).
 template <typename T, int ROW_CHUNKS, int BLOCK = THREADS>
-__global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? 1024 / BLOCK : 2)
+__global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? (FP8_MIN_BLOCKS ? FP8_MIN_BLOCKS : 1024 / BLOCK) : 2)
     fp8_quantize_kernel(uint8_t* __restrict__ q, float* __restrict__ scales, const T* __restrict__ x, int64_t k,
                         bool vec) {
   const int64_t row = blockIdx.x;

@@ -20,12 +20,15 @@
 
 namespace {
 
-// (The two #ifndef knobs are what benchmarks/variant_sweep tries; the defaults are the course's.)
+// The two knobs, as benchmarks/variant_sweep measured them on the H200 (32768 tokens, ratio to a
+// copy; reports/variant-sweep-day10-day13-day14.*): 4 heads a step, all 40 heads a block:
+// 0.895-0.903x; 8 a step: 0.907-0.916x; 8 heads a block: 0.914-0.928x (2048 blocks of 40 heads
+// leave the last wave uneven: 15 or 16 blocks an SM); both: 0.921-0.930x.
 #ifndef ROPE_HEADS_PER_STEP
-#define ROPE_HEADS_PER_STEP 4  // heads loaded before any is stored: 8 loads in flight per thread
+#define ROPE_HEADS_PER_STEP 8  // heads loaded before any is stored: 16 loads in flight per thread
 #endif
 #ifndef ROPE_MAX_HEADS_PER_BLOCK
-#define ROPE_MAX_HEADS_PER_BLOCK (1 << 30) // a block does all heads of its tokens unless they are few
+#define ROPE_MAX_HEADS_PER_BLOCK 8  // a block rotates at most 8 heads of its tokens
 #endif
 constexpr int ROPE_THREADS = 128;
 
@@ -131,7 +134,7 @@ cudaError_t launch_rope(T* q, T* k, const int32_t* positions, int64_t tokens, in
   const int64_t tokens_per_block = ROPE_THREADS / threads_per_token;
   const int64_t blocks_x = course::ceil_div<int64_t>(tokens, tokens_per_block);
   // Few tokens (a decode step): split the heads over blockIdx.y so that ~4 blocks per SM run,
-  // each computing its own (cheap) angles. Many tokens: one block does all heads of its tokens.
+  // each computing its own (cheap) angles. Many tokens: ROPE_MAX_HEADS_PER_BLOCK heads a block.
   int device = 0, sms = 132;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
