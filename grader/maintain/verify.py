@@ -193,9 +193,11 @@ def grade(kind: str, log, scope: Scope) -> list[dict]:
     for ex in scope.exercises():
         res = check(ex.id, solutions=(kind == "solution"), perf=(kind == "solution"),
                     seeds=config.PUBLIC_SEEDS if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
-        ok = res.passed if kind == "solution" else (
-            any(i.group == "correctness" and i.status == "fail" for i in res.items)
-            and not any(i.group == "build" for i in res.failures))
+        # A stub is as expected when it built and ran and its outputs were wrong (a correctness case
+        # failed: it got that far). Day 13's template checks are build-group rows a stub fails too
+        # (its TODO renders no act_expr: two activations render alike), not a failed build.
+        ok = res.passed if kind == "solution" else any(i.group == "correctness" and i.status == "fail"
+                                                       for i in res.items)
         perf = [_perf_row(i) for i in res.performance()]
         rows.append({"exercise": ex.id, "kind": kind, "expected": "pass" if kind == "solution" else "fail",
                      "verdict": res.verdict, "as_expected": ok, "build_s": res.build_seconds,
