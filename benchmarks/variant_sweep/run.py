@@ -44,7 +44,8 @@ def main() -> int:
         cases = {i["name"]: {"status": i["status"], "ratio": i["metrics"].get("ratio"),
                              "value": i["metrics"].get("value"), "unit": i["metrics"].get("unit")}
                  for i in result["items"] if i["group"] == "performance"}
-        failed = [i["name"] for i in result["items"] if i["status"] == "fail" and i["group"] != "performance"]
+        failed = [f'{i["name"]}: {i.get("detail", "")}' for i in result["items"]
+                  if i["status"] == "fail" and i["group"] != "performance"]
         rows.append({"exercise": eid, "defines": defines, "verdict": result["verdict"], "failed": failed,
                      "cases": cases})
         ratios = " ".join(f"{c['ratio']:.3f}" if c["ratio"] else "-" for c in cases.values())
