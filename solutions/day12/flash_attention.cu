@@ -44,8 +44,15 @@ namespace {
 constexpr int WARPS = 8;
 constexpr int THREADS = WARPS * 32;
 constexpr int BLOCK_Q = 16 * WARPS;  // query rows per block: 16 per warp
-constexpr int BLOCK_KV = 64;         // keys per tile
-constexpr int STAGES = 3;            // K/V tiles in the cp.async ring
+// Keys per tile and the depth of the cp.async ring: knobs that benchmarks/variant_sweep tries.
+#ifndef FA_BLOCK_KV
+#define FA_BLOCK_KV 64
+#endif
+#ifndef FA_STAGES
+#define FA_STAGES 3
+#endif
+constexpr int BLOCK_KV = FA_BLOCK_KV;  // keys per tile
+constexpr int STAGES = FA_STAGES;      // K/V tiles in the cp.async ring
 
 // Shared tiles are [rows][HEAD_DIM] with the 16-byte chunk c of row r stored at chunk c ^ (r % 8):
 // the 8 rows one ldmatrix reads at the same column land in 8 different bank groups (Day 9's swizzle
