@@ -19,7 +19,7 @@ LAB_CMD   = $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
 	$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 EX ?= day01.scale_add
 
-.PHONY: setup lab test doctor check list
+.PHONY: setup lab test doctor check list flashinfer
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -37,6 +37,10 @@ lab: setup
 
 test: setup
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15
+
+# FlashInfer, the optional extra that the notebooks time beside your kernels (about 120 MB).
+flashinfer: setup
+	$(PY) -m pip install --quiet -e '.[flashinfer]'
 
 doctor: setup
 	$(PY) -m grader doctor

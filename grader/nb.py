@@ -99,6 +99,19 @@ def measure_tflops(fns: dict, flops: float, baseline: str | None = None, label: 
     return out
 
 
+def measure_latency(fns: dict, baseline: str, label: str = "") -> dict[str, dict]:
+    """Time callables interleaved (cold L2, CUDA events, median) and return, for each, its time
+    in us and `speedup`: how many times faster than `baseline` (the key of one of them) it ran.
+    `label` names it in the GPU verification report."""
+    from .bench import bench_interleaved
+
+    timings = bench_interleaved(dict(fns), max_reps=100, time_cap_s=1.0)
+    base_ms = timings[baseline].median_ms
+    out = {k: {"us": t.median_ms * 1e3, "speedup": base_ms / t.median_ms} for k, t in timings.items()}
+    _record(label, out)
+    return out
+
+
 def _record(label: str, measured: dict) -> None:
     for name, m in measured.items():
         record(label, name, **m)

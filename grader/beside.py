@@ -1,0 +1,265 @@
+"""FlashInfer beside the course: the exercises whose kernel FlashInfer has, the same work done by
+FlashInfer's own function on the exercise's inputs, timed beside the learner's kernel and the
+reference solution in one interleaved run (the notebooks' "FlashInfer beside yours" cells, and the
+GPU verification, which records what they measure).
+
+FlashInfer is an optional extra (`make flashinfer`, or `pip install -e '.[flashinfer]'`): about
+120 MB on disk, and its first call of each kernel compiles it (its JIT, minutes the first time,
+cached under ~/.cache/flashinfer). Without it, or without a GPU, every function here says so and
+returns None: nothing in the course depends on it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from . import toolchain
+
+INSTALL = "make flashinfer   (or: .venv/bin/python -m pip install -e '.[flashinfer]')"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """FlashInfer's function for one exercise. `prepare(fi, p, inputs)` runs once, untimed (a
+    wrapper's plan); `run(fi, state, p, inputs, outputs)` does the exercise's work into `outputs`
+    (the exercise's own output tensors); `compare`: the outputs to check against the solution's."""
+    function: str
+    run: Callable
+    prepare: Callable | None = None
+    compare: tuple[str, ...] = ("out",)
+
+
+def _act(name):
+    return Adapter(f"flashinfer.{name}", lambda fi, s, p, i, o: getattr(fi, name)(i["input"], out=o["out"]))
+
+
+def _rmsnorm(fi, s, p, i, o):
+    fi.rmsnorm(i["input"], i["weight"], p["eps"], out=o["out"])
+
+
+def _fused_add_rmsnorm(fi, s, p, i, o):
+    fi.fused_add_rmsnorm(i["input"], i["residual"], i["weight"], p["eps"])  # in place, as the exercise
+
+
+def _top_p(fi, s, p, i, o):
+    rows = i["probs"].shape[0]
+    o["tokens"][:rows].copy_(fi.sampling.top_p_sampling_from_probs(i["probs"], i["top_p"]))
+
+
+def _decode_plan(fi, p, i):
+    import torch
+
+    from .exercises.day11 import sm_scale
+
+    ws = torch.empty(128 * 2 ** 20, dtype=torch.uint8, device="cuda")
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=p["qo_heads"] > p["kv_heads"])
+    dt = i["q"].dtype
+    w.plan(i["kv_indptr"], i["kv_indices"], i["kv_last_page_len"], p["qo_heads"], p["kv_heads"], p["head_dim"],
+           p["page_size"], q_data_type=dt, kv_data_type=dt, sm_scale=sm_scale(p))
+    return w
+
+
+def _decode(fi, w, p, i, o):
+    w.run(i["q"], i["kv_cache"], out=o["o"])
+
+
+def _prefill_plan(fi, p, i):
+    import torch
+
+    from .exercises.day12 import sm_scale
+
+    ws = torch.empty(128 * 2 ** 20, dtype=torch.uint8, device="cuda")
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
+    b, sq, sk = p["batch"], p["seq_q"], p["seq_kv"]
+    qo_indptr = torch.arange(b + 1, dtype=torch.int32, device="cuda") * sq
+    kv_indptr = torch.arange(b + 1, dtype=torch.int32, device="cuda") * sk
+    w.plan(qo_indptr, kv_indptr, p["qo_heads"], p["kv_heads"], p["head_dim"], causal=p["causal"],
+           sm_scale=sm_scale(p), q_data_type=i["q"].dtype, kv_data_type=i["k"].dtype)
+    return w
+
+
+def _prefill(fi, w, p, i, o):
+    w.run(i["q"].flatten(0, 1), i["k"].flatten(0, 1), i["v"].flatten(0, 1), out=o["o"].flatten(0, 1))
+
+
+def _rope(fi, s, p, i, o):
+    fi.apply_rope_pos_ids_inplace(i["q"], i["k"], i["positions"], rope_theta=p["theta"])
+
+
+ADAPTERS = {
+    "day02.silu_and_mul": _act("silu_and_mul"),
+    "day03.gelu_tanh_and_mul": _act("gelu_tanh_and_mul"),
+    "day06.rmsnorm": Adapter("flashinfer.rmsnorm", _rmsnorm),
+    "day06.fused_add_rmsnorm": Adapter("flashinfer.fused_add_rmsnorm", _fused_add_rmsnorm,
+                                       compare=("input", "residual")),
+    "day08.top_p_sampling": Adapter("flashinfer.sampling.top_p_sampling_from_probs", _top_p, compare=()),
+    "day11.batch_decode": Adapter("flashinfer.BatchDecodeWithPagedKVCacheWrapper", _decode, _decode_plan,
+                                  compare=("o",)),
+    "day12.flash_attention": Adapter("flashinfer.BatchPrefillWithRaggedKVCacheWrapper", _prefill, _prefill_plan,
+                                     compare=("o",)),
+    "day14.rope": Adapter("flashinfer.apply_rope_pos_ids_inplace", _rope, compare=("q", "k")),
+}
+
+
+def label(exercise_id: str, case_label: str) -> str:
+    """The name of one measurement in the GPU verification report."""
+    return f"{exercise_id} beside FlashInfer: {case_label}"
+
+
+def load(what: str = "FlashInfer beside the course"):
+    """The flashinfer module, or None after saying plainly why not (no GPU, or the extra not installed).
+    Its JIT builds for this GPU only (FLASHINFER_CUDA_ARCH_LIST, unless already set)."""
+    if not toolchain.has_gpu():
+        print(f"Skipped: {what} needs a CUDA GPU, and this machine has none (compile-only mode).")
+        return None
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", f"{major}.{minor}{'a' if major >= 9 else ''}")
+    try:
+        import flashinfer
+    except ImportError as e:
+        print(f"Skipped: {what} needs FlashInfer, the course's optional extra, which is not installed here "
+              f"({e}). To add it: {INSTALL}")
+        return None
+    return flashinfer
+
+
+def jit_cache_dir() -> str | None:
+    """Where FlashInfer keeps what its JIT compiled (None if FlashInfer cannot be imported)."""
+    try:
+        from flashinfer.jit import env
+    except ImportError:
+        return None
+    return str(env.FLASHINFER_JIT_DIR)
+
+
+def _max_rel_diff(a, b) -> float:
+    a, b = a.float(), b.float()
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
+
+
+def modules(exercise_id: str) -> dict:
+    """{"solution": module, "yours": module} built from solutions/ and from your exercise file; yours
+    is left out, with the first compile error, when it does not build."""
+    from . import exercises
+    from .build import BuildError, build
+
+    ex = exercises.get(exercise_id)
+    mods = {"solution": build([ex.solution_path], name=f"{ex.day}_{ex.name}_solution", quiet=True).module}
+    try:
+        mods["yours"] = build([ex.stub_path], name=f"{ex.day}_{ex.name}", quiet=True).module
+    except BuildError as e:
+        print(f"Your {ex.stub_path.name} does not build, so only the solution runs beside FlashInfer: {e}")
+    return mods
+
+
+def measure(exercise_id: str, mods: dict, fi=None, cases: int | None = None) -> dict | None:
+    """Time `mods` (e.g. modules(exercise_id): the solution, then yours) and FlashInfer's function on
+    the exercise's timed cases (the first `cases` of them), interleaved in one run, each case recorded
+    under label(exercise_id, case) for the GPU report. Returns {case label: {name: metrics}}:
+    bandwidth exercises in GB/s and copy_ratio, compute-bound in TFLOP/s, latency in us. Every output
+    is first compared with the first module's (the solution's): `max_rel_diff` is the largest
+    difference relative to the output's largest entry; one above 2% means other work or wrong results,
+    and that module (or FlashInfer) is not timed. None (after saying why) without a GPU or FlashInfer."""
+    import torch
+
+    from . import exercises, nb
+
+    ex = exercises.get(exercise_id)
+    adapter = ADAPTERS[exercise_id]
+    fi = fi or load(f"{exercise_id} beside FlashInfer")
+    if fi is None:
+        return None
+    results = {}
+    for case in ex.perf_cases[:cases]:
+        p = case.params
+        inputs = ex.make_inputs(p, torch.Generator(device="cuda").manual_seed(0))
+        state = adapter.prepare(fi, p, inputs) if adapter.prepare else None
+        fns = {name: (lambda mod=mod, o=ex.make_outputs(p, inputs): ex.call(mod, p, inputs, o))
+               for name, mod in mods.items()}
+        fi_out = ex.make_outputs(p, inputs)
+        fns["flashinfer"] = lambda: adapter.run(fi, state, p, inputs, fi_out)
+        # One untimed call each on copies of the inputs (in-place exercises write into them).
+        got = {name: _fresh_call(ex, p, inputs, mods.get(name), state, fi if name == "flashinfer" else None)
+               for name in fns}
+        ref = got[next(iter(mods))]
+        diffs = {name: max((_max_rel_diff(out[k], ref[k]) for k in adapter.compare), default=None)
+                 for name, out in got.items()}
+        for name, d in diffs.items():
+            if d is not None and not d <= 0.02:
+                print(f"{case.label}: {name} not timed: its output differs from the solution's by {d:.2g} of "
+                      "the largest entry")
+                del fns[name]
+        tag = label(exercise_id, case.label)
+        if ex.target.kind == "memory":
+            row = nb.measure_bandwidth(fns, int(ex.target.bytes(p)), label=tag)
+        elif ex.target.kind == "compute":
+            row = nb.measure_tflops(fns, ex.target.flops(p), label=tag)
+        else:
+            row = nb.measure_latency(fns, baseline="flashinfer" if "flashinfer" in fns else next(iter(fns)), label=tag)
+        for name in row:
+            if name in diffs:
+                row[name]["max_rel_diff"] = diffs[name]
+        nb.record(tag, "flashinfer function", function=adapter.function, max_rel_diff=diffs["flashinfer"])
+        results[case.label] = row
+        del inputs, fns, state, fi_out, got
+        torch.cuda.empty_cache()
+    return results
+
+
+def _fresh_call(ex, p, inputs, mod, state, fi) -> dict:
+    """One call (of `mod`, or with `fi` of FlashInfer's function) on copies of the inputs and into
+    fresh outputs; the outputs, in-place results included, keyed as the exercise names them."""
+    import torch
+
+    fresh = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    outputs = ex.make_outputs(p, fresh)
+    if fi is None:
+        ex.call(mod, p, fresh, outputs)
+    else:
+        ADAPTERS[ex.id].run(fi, state, p, fresh, outputs)
+    torch.cuda.synchronize()
+    return {**{k: v for k, v in fresh.items() if k in ex.inplace}, **outputs}
+
+METRICS = {"memory": ("copy_ratio", "fraction of a device copy's bandwidth"),
+           "compute": ("tflops", "TFLOP/s"),
+           "latency": ("us", "us per call (lower is faster)")}
+
+
+def plot(exercise_id: str, results: dict | None = None, ax=None):
+    """Bars per timed case: yours, the solution and FlashInfer (what `measure` returned); without
+    them (no GPU, or no FlashInfer), the same bars from the committed GPU report, labelled as such.
+    Returns the Axes, or None (after saying why) when there is nothing to draw."""
+    from . import exercises, nb
+
+    ex = exercises.get(exercise_id)
+    metric, axis_label = METRICS[ex.target.kind]
+    caption = ""
+    if not results:
+        results = {c.label: found for c in ex.perf_cases if (found := nb.reported(label(exercise_id, c.label)))}
+        if not results:
+            print(f"Skipped: the plot needs this machine's measurement, and the committed GPU report has no "
+                  f"FlashInfer measurement of {exercise_id} to show instead.")
+            return None
+        caption = nb.report_caption((nb.gpu_report() or {}).get("notebook_environment"))
+        print(f"Not measured here: the bars are {caption}.")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in dict.fromkeys(n for row in results.values() for n in row) if n != "copy"]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.6 + 1.9 * len(results), 3.4))
+    width = 0.8 / len(names)
+    for j, name in enumerate(names):
+        xs = [i + (j - (len(names) - 1) / 2) * width for i in range(len(results))]
+        vals = [row.get(name, {}).get(metric) or 0.0 for row in results.values()]
+        bars = ax.bar(xs, vals, width, label=name)
+        ax.bar_label(bars, fmt="%.2f" if metric == "copy_ratio" else "%.0f", fontsize=7)
+    if ex.target.kind == "memory":
+        ax.axhline(ex.target.ratio, color="gray", ls="--", lw=1, label=f"target {ex.target.ratio:.2f}x copy")
+    ax.set_xticks(range(len(results)), [lbl.replace(" (past L2)", "") for lbl in results], fontsize=7, rotation=12)
+    ax.set_ylabel(axis_label)
+    ax.set_title(f"{exercise_id} beside FlashInfer" + (f"\n{caption}" if caption else ""), fontsize=9)
+    ax.legend(fontsize=7)
+    return ax
