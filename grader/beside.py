@@ -102,9 +102,12 @@ ADAPTERS = {
 }
 
 
+LABEL_SEP = " beside FlashInfer: "
+
+
 def label(exercise_id: str, case_label: str) -> str:
     """The name of one measurement in the GPU verification report."""
-    return f"{exercise_id} beside FlashInfer: {case_label}"
+    return f"{exercise_id}{LABEL_SEP}{case_label}"
 
 
 def load(what: str = "FlashInfer beside the course"):

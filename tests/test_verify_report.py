@@ -30,3 +30,24 @@ def test_a_missed_mutant_says_what_the_grader_reported_instead():
     why = verify._missed_why(message)
     assert why.startswith("AssertionError: day14.decoder/x") and "PASS" not in why
     assert "FAIL  correctness bf16 batch 1 / seed 0: RuntimeError: operation not permitted" in why
+
+
+def test_flashinfer_beside_measurements_become_a_table_of_the_report():
+    from grader import beside
+
+    env = {"date": "today", "commit": "abc", "gpu": "GPU", "sm": "9.0", "sms": 132, "l2_mb": 60.0, "peak_gbps": 4800.0,
+           "driver": "1", "torch": "2", "torch_cuda": "13.0", "nvcc": "13.0", "python": "3.12", "cpus": 2,
+           "flashinfer": "0.6.17"}
+    mem = beside.label("day06.rmsnorm", "bf16 rows=32768 hidden=4096 (past L2)")
+    lat = beside.label("day08.top_p_sampling", "128 x 128256 llm top_p~0.9")
+    m = [{"label": mem, "name": "solution", "gbps": 3900.0, "copy_ratio": 0.93},
+         {"label": mem, "name": "flashinfer", "gbps": 3100.0, "copy_ratio": 0.75},
+         {"label": mem, "name": "copy", "gbps": 4190.0, "copy_ratio": 1.0},
+         {"label": mem, "name": "flashinfer function", "function": "flashinfer.rmsnorm", "max_rel_diff": 0.004},
+         {"label": lat, "name": "solution", "us": 170.0, "speedup": 0.5},
+         {"label": lat, "name": "flashinfer", "us": 85.0, "speedup": 1.0}]
+    text = verify._markdown({"environment": env, "grading": [], "seconds": 1.0, "notebook_measurements": m})
+    assert "## FlashInfer beside the solutions" in text and "FlashInfer 0.6.17" in text
+    assert "| day06.rmsnorm | bf16 rows=32768 hidden=4096 (past L2) | x copy | 0.93 | 0.75 | 1.24 | 0.004 |" in text
+    # latency: the solution's speed relative to FlashInfer's is FlashInfer's time over the solution's
+    assert "| day08.top_p_sampling | 128 x 128256 llm top_p~0.9 | us | 170 | 85 | 0.50 | - |" in text

@@ -400,6 +400,16 @@ def _has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def _version(dist: str) -> str | None:
+    """An installed distribution's version (e.g. the optional flashinfer-python), or None."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _commit() -> str:
     """The commit under test: COURSE_COMMIT (set it where the copy has no .git), or git's answer."""
     if os.environ.get("COURSE_COMMIT"):
@@ -427,8 +437,31 @@ def _env_info() -> dict:
     return {"commit": _commit(), "gpu": p.name, "sm": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
             "l2_mb": p.L2_cache_size / 2**20, "driver": driver, "torch": torch.__version__,
             "torch_cuda": torch.version.cuda, "nvcc": toolchain.nvcc_version(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "peak_gbps": peak / 1e9 if peak else None,
+            "cpus": os.cpu_count(), "peak_gbps": peak / 1e9 if peak else None, "flashinfer": _version("flashinfer-python"),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def _beside_rows(measurements: list[dict]) -> list[str]:
+    """The markdown rows of the FlashInfer-beside table, from the notebooks' recorded measurements."""
+    from ..beside import LABEL_SEP
+
+    by_label: dict[str, dict] = {}
+    for r in measurements:
+        if LABEL_SEP in r.get("label", ""):
+            by_label.setdefault(r["label"], {})[r["name"]] = r
+    rows = []
+    for lbl, named in by_label.items():
+        exercise, case = lbl.split(LABEL_SEP, 1)
+        sol, fi = named.get("solution", {}), named.get("flashinfer", {})
+        unit, key = next(((u, k) for u, k in (("x copy", "copy_ratio"), ("TFLOP/s", "tflops"), ("us", "us"))
+                          if k in sol or k in fi), ("-", None))
+        s, f = sol.get(key), fi.get(key)
+        ratio = (f / s if key == "us" else s / f) if s and f else None
+        diff = named.get("flashinfer function", {}).get("max_rel_diff")
+        rows.append(f"| {exercise} | {case} | {unit} | {'-' if s is None else f'{s:.3g}'} | "
+                    f"{'-' if f is None else f'{f:.3g}'} | {'-' if ratio is None else f'{ratio:.2f}'} | "
+                    f"{'-' if diff is None else f'{diff:.2g}'} |")
+    return rows
 
 
 def _markdown(report: dict) -> str:
@@ -485,6 +518,16 @@ def _markdown(report: dict) -> str:
         for r in bw:
             ratio = f"{r['copy_ratio']:.3f}" if r.get("copy_ratio") is not None else "-"
             out.append(f"| {r.get('label', '')} | {r['name']} | {r['gbps']:.0f} | {ratio} |")
+    beside_rows = _beside_rows(m)
+    if beside_rows:
+        out += ["", "## FlashInfer beside the solutions", "",
+                f"FlashInfer {e.get('flashinfer') or '(version not recorded)'}, its own function on each exercise's timed "
+                "cases, timed interleaved with the solution (grader/beside.py, the notebooks' \"FlashInfer beside "
+                "yours\" cells). Bandwidth as a fraction of a device copy, compute in TFLOP/s, latency in us; "
+                "max rel diff: FlashInfer's output against the solution's.", "",
+                "| exercise | case | unit | solution | FlashInfer | solution / FlashInfer | max rel diff |",
+                "|---|---|---|---|---|---|---|"]
+        out += beside_rows
     other = [r for r in m if "gbps" not in r]
     if other:
         out += ["", "## Other notebook measurements", "", "| measurement | what | values |", "|---|---|---|"]
