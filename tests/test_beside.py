@@ -95,3 +95,31 @@ def test_adapters_call_functions_flashinfer_has(eid):
     for part in beside.ADAPTERS[eid].function.split(".")[1:]:
         obj = getattr(obj, part)
     assert callable(obj)
+
+
+def test_your_kernel_runs_beside_flashinfer_only_after_its_check_passed(monkeypatch, capsys):
+    import grader.build
+    from grader.check.result import Result
+
+    built = []
+
+    class Fake:
+        def __init__(self, files, name, quiet):
+            built.append(files[0].name)
+            self.module = name
+
+    monkeypatch.setattr(grader.build, "build", Fake)
+    assert list(beside.modules("day02.silu_and_mul")) == ["solution"]
+    assert "left out (no check of it was given)" in capsys.readouterr().out
+    failed = Result("day02.silu_and_mul", "kernels/day02/silu_and_mul.cu", "gpu")
+    failed.add("correctness", "fp16 tokens=1 d=8", "pass")
+    failed.add("correctness", "fp16 tokens=7 d=4100", "fail", "differ")
+    assert list(beside.modules("day02.silu_and_mul", failed)) == ["solution"]
+    assert "did not pass all its correctness cases" in capsys.readouterr().out
+    compile_only = Result("day02.silu_and_mul", "kernels/day02/silu_and_mul.cu", "compile-only")
+    compile_only.add("correctness", "run on a GPU", "skip")
+    assert list(beside.modules("day02.silu_and_mul", compile_only)) == ["solution"]
+    passed = Result("day02.silu_and_mul", "kernels/day02/silu_and_mul.cu", "gpu")
+    passed.add("correctness", "fp16 tokens=1 d=8", "pass")
+    assert list(beside.modules("day02.silu_and_mul", passed)) == ["solution", "yours"]
+    assert built[-2:] == ["silu_and_mul.cu", "silu_and_mul.cu"]  # solutions/day02 and kernels/day02
