@@ -2,7 +2,9 @@
 to its graded baseline: the measurement behind a solution's tuning constants. Run from the repository
 root on a GPU machine:
     python3 benchmarks/variant_sweep/run.py 'day14.rope:ROPE_HEADS_PER_STEP=8' 'day14.rope:' ...
-Each argument is EXERCISE:NAME=VALUE,NAME=VALUE (nothing after the colon: the solution as it is).
+Each argument is EXERCISE:NAME=VALUE,NAME=VALUE (nothing after the colon: the solution as it is), or
+EXERCISE@FILE:... to grade FILE (a candidate design, e.g. benchmarks/day12_flash_sweep/candidate.cu)
+in place of the solution.
 Every variant goes through `grader check --source` (correct on one seed, then timed beside its
 baselines in the same run); writes $OUT/variant-sweep.json when $OUT is set."""
 import json
@@ -17,21 +19,23 @@ sys.path.insert(0, str(ROOT))
 from grader import exercises  # noqa: E402
 
 
-def variant(spec: str, folder: Path) -> tuple[str, dict, Path]:
-    eid, _, knobs = spec.partition(":")
+def variant(spec: str, folder: Path) -> tuple[str, str, dict, Path]:
+    target, _, knobs = spec.partition(":")
+    eid, _, file = target.partition("@")
     defines = dict(k.split("=", 1) for k in knobs.split(",") if k)
     ex = exercises.get(eid)
-    text = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + ex.solution_path.read_text()
+    source = ROOT / file if file else ex.solution_path
+    text = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + source.read_text()
     path = folder / f"{eid.replace('.', '_')}_{len(list(folder.iterdir()))}{''.join(ex.solution_path.suffixes)}"
     path.write_text(text)
-    return eid, defines, path
+    return eid, file or "solution", defines, path
 
 
 def main() -> int:
     folder = Path(tempfile.mkdtemp())
     rows = []
     for spec in sys.argv[1:]:
-        eid, defines, path = variant(spec, folder)
+        eid, source, defines, path = variant(spec, folder)
         proc = subprocess.run([sys.executable, "-m", "grader", "check", eid, "--source", str(path), "--seeds", "1",
                                "--json"], capture_output=True, text=True, cwd=ROOT)
         try:  # the JSON document is the last thing printed, from a line that opens with "{"
@@ -39,14 +43,14 @@ def main() -> int:
             result = json.loads(out[out.rindex("\n{") + 1:] if not out.startswith("{") else out)
         except ValueError:
             print(spec, "no result:", (proc.stderr or proc.stdout)[-800:], flush=True)
-            rows.append({"exercise": eid, "defines": defines, "verdict": "no result"})
+            rows.append({"exercise": eid, "source": source, "defines": defines, "verdict": "no result"})
             continue
         cases = {i["name"]: {"status": i["status"], "ratio": i["metrics"].get("ratio"),
                              "value": i["metrics"].get("value"), "unit": i["metrics"].get("unit")}
                  for i in result["items"] if i["group"] == "performance"}
         failed = [f'{i["name"]}: {i.get("detail", "")}' for i in result["items"]
                   if i["status"] == "fail" and i["group"] != "performance"]
-        rows.append({"exercise": eid, "defines": defines, "verdict": result["verdict"], "failed": failed,
+        rows.append({"exercise": eid, "source": source, "defines": defines, "verdict": result["verdict"], "failed": failed,
                      "cases": cases})
         ratios = " ".join(f"{c['ratio']:.3f}" if c["ratio"] else "-" for c in cases.values())
         print(f"{spec:60s} {result['verdict']:6s} ratios {ratios}" + (f" FAILED {failed}" if failed else ""),
