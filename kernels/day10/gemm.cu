@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day10/gemm.cu by `grader release` (stub-hash 8b5e1df21166).
+// Your exercise: fill in the TODOs. Generated from solutions/day10/gemm.cu by `grader release` (stub-hash 85f7927c7a4c).
 // Day 10 exercise: a fast tensor-core GEMM, C = A B^T, with everything the day adds to Day 9.
 //
 //   a  [M, K]  fp16 or bf16, row-major
@@ -30,7 +30,15 @@
 
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 32, STAGES = 4;  // block tile of C, K step, ring depth
+// The K step and the ring's depth: knobs that benchmarks/variant_sweep tries (BK 64 halves the
+// barriers per flop; 3 stages of 64 or 4 of 32 fit the shared memory of one block per SM).
+#ifndef GEMM_BK
+#define GEMM_BK 32
+#endif
+#ifndef GEMM_STAGES
+#define GEMM_STAGES 4
+#endif
+constexpr int BM = 128, BN = 256, BK = GEMM_BK, STAGES = GEMM_STAGES;  // block tile of C, K step, ring depth
 constexpr int WARPS_M = 2, WARPS_N = 4, THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;      // 64 x 64 of C per warp
 constexpr int MT = WM / 16, NT = WN / 8;                 // 4 x 8 mma tiles (16 x 8) per warp
@@ -46,8 +54,10 @@ static_assert(KSTEPS % 2 == 0, "fragments alternate between two register buffers
 
 // 16-byte slot of chunk `chunk` of row `row` in a staged [rows][BK] tile: rows of 64 bytes, two per
 // 128-byte line of the 32 banks; XOR-ing the chunk with (row / 2) % 4 puts the 8 rows one ldmatrix
-// tile reads into 8 different groups of 4 banks.
-__device__ __forceinline__ int slot(int row, int chunk) { return row * CH + (chunk ^ ((row >> 1) & 3)); }
+// tile reads into 8 different groups of 4 banks. (Rows of 128 bytes, BK = 64: the chunk XOR row % 8.)
+__device__ __forceinline__ int slot(int row, int chunk) {
+  return row * CH + (chunk ^ (CH == 8 ? row & 7 : (row >> 1) & 3));
+}
 
 // Given. ldmatrix.x4 and a 16-byte cp.async (.cg, zero-filled unless `pred`) on 32-bit shared-memory
 // addresses, as course::ldmatrix_x4 and course::cp_async_zfill do on pointers: an address computed once
