@@ -73,31 +73,39 @@ template <typename T, int HEAD_DIM>
 __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restrict__ lse,
                                              const float* __restrict__ workspace, int qo_heads, int splits) {
   // The block's threads are LANES columns of 4 floats (a row of o) times SETS sets of splits: set g
-  // takes splits g, g + SETS, ... and the sets add up through shared memory. Every load is independent
-  // of the others: a merge that carries one state from split to split (softmax_state::merge_lse) waits
-  // a full L2 round trip per split (with 32 splits that took 24 us on the H200, a third of the call).
+  // takes splits g, g + SETS, ... and the sets add up through shared memory. First every split's
+  // weight 2^(lse - max) goes to shared memory (one load per thread and split, all at once); then
+  // the o rows, 8 loads in flight per thread. A merge that carries one state from split to split
+  // (softmax_state::merge_lse) waits a full L2 round trip per split (with 32 splits that took 24 us
+  // on the H200, a third of the call).
   constexpr int LANES = HEAD_DIM / 4, SETS = THREADS / LANES;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  float4* acc_s = reinterpret_cast<float4*>(smem_raw);  // (SETS, LANES)
+  float4* acc_s = reinterpret_cast<float4*>(smem_raw);            // (SETS, LANES)
   float* sum_s = reinterpret_cast<float*>(acc_s + SETS * LANES);  // (SETS)
+  float* w_s = sum_s + SETS;                                      // (splits) weights
   const int qh = blockIdx.x, b = blockIdx.y, lane = threadIdx.x % LANES, set = threadIdx.x / LANES;
   // BEGIN SOLUTION
   // STUB: // TODO: merge the states (workspace o, base-2 lse) of splits 0 .. splits - 1 of (b, qh): the
   // STUB: // largest lse m, then o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m); write o[b, qh, :] (as T)
   // STUB: // and lse = m + log2(sum) in natural log. Keep the loads independent of each other.
-  // STUB: (void)acc_s; (void)sum_s; (void)lane; (void)set; (void)o; (void)lse; (void)workspace; (void)qh; (void)b;
+  // STUB: (void)acc_s; (void)sum_s; (void)w_s; (void)lane; (void)set; (void)o; (void)lse; (void)workspace; (void)qh; (void)b;
   const float* ws_lse = workspace + static_cast<int64_t>(MAX_SPLITS) * qo_heads * HEAD_DIM;
   const int64_t first = static_cast<int64_t>(b) * splits * qo_heads + qh;  // state i = first + s * qo_heads
   float m = -INFINITY;
-  for (int s = threadIdx.x; s < splits; s += THREADS) m = fmaxf(m, ws_lse[first + s * qo_heads]);
-  m = course::block_reduce_max(m);
+  for (int s = threadIdx.x; s < splits; s += THREADS) {
+    w_s[s] = ws_lse[first + static_cast<int64_t>(s) * qo_heads];
+    m = fmaxf(m, w_s[s]);
+  }
+  m = course::block_reduce_max(m);  // (its barriers also make every w_s entry visible)
+  for (int s = threadIdx.x; s < splits; s += THREADS)
+    w_s[s] = m == -INFINITY ? 0.0f : course::ptx_exp2(w_s[s] - m);  // an empty split: 2^-inf = 0
+  __syncthreads();
   float sum = 0.0f;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
+#pragma unroll 8
   for (int s = set; s < splits; s += SETS) {
-    const int64_t i = first + static_cast<int64_t>(s) * qo_heads;
-    const float w = m == -INFINITY ? 0.0f : course::ptx_exp2(ws_lse[i] - m);  // an empty split: 2^-inf = 0
-    const float4 x = reinterpret_cast<const float4*>(workspace + i * HEAD_DIM)[lane];
+    const float w = w_s[s];
+    const float4 x = reinterpret_cast<const float4*>(workspace + (first + static_cast<int64_t>(s) * qo_heads) * HEAD_DIM)[lane];
     sum += w;
     acc.x += w * x.x;
     acc.y += w * x.y;
@@ -129,8 +137,8 @@ __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restric
   // END SOLUTION
 }
 
-// Phase 1's dynamic shared memory: the sets' partial sums.
-constexpr int merge_smem_bytes() { return THREADS * 4 * static_cast<int>(sizeof(float)) + THREADS * static_cast<int>(sizeof(float)); }
+// Phase 1's dynamic shared memory: the sets' partial sums and every split's weight.
+constexpr int merge_smem_bytes() { return (THREADS * 4 + THREADS + MAX_SPLITS) * static_cast<int>(sizeof(float)); }
 
 template <typename T, int HEAD_DIM>
 __global__ void __launch_bounds__(THREADS)

@@ -9,7 +9,8 @@ Every variant is checked against the spec's reference before it is timed.
 
 candidate.cu differs from the solution in: MAX_SPLITS 1024 partial states per query head (32), so a
 batch of 1 may take 49 splits and batch 64 three; splits of whole tiles, at least MIN_SPLIT_TILES;
-choose_splits by the wave model; a merge whose threads take sets of splits at once, 16-byte loads.
+choose_splits by the wave model; a merge that puts every split's weight in shared memory first, then
+adds the o rows in sets of splits with 16-byte loads, 8 in flight per thread.
 If it wins, it replaces the solution, and MAX_SPLITS in grader/exercises/day11.py (the workspace the
 grader passes), the spec text, the notebook and solutions/day14/decoder.py follow."""
 import json
