@@ -107,6 +107,10 @@ def cmd_verify(args) -> int:
 
     if args.class_benchmark:
         return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus)
+    if args.ncu_jupyter:
+        from .maintain.ncu_jupyter import ncu_jupyter
+
+        return ncu_jupyter(args.out)
     if args.self_test:
         return self_test(args.out, args.only)
     return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only)
@@ -152,6 +156,9 @@ def main(argv=None) -> int:
     p.add_argument("--memory-gb", type=float, default=config.CLASS_MEMORY_GB, help="host memory limit per grading process")
     p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
     p.add_argument("--seeds", type=int, default=config.PUBLIC_SEEDS, help="public seeds per correctness case")
+    p.add_argument("--ncu-jupyter", action="store_true",
+                   help="instead: a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through it, "
+                        "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
     p.add_argument("--gpus", default="all", metavar="all|N|0,1",
                    help="the GPUs that grade, one grading process each, each with its own baseline figures: "
                         "all visible (default), the first N, or these indices")
@@ -173,6 +180,9 @@ def main(argv=None) -> int:
                         "also `grader` (its own GPU tests); repeatable. Reports are named after it")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")
+    p.add_argument("--ncu-jupyter", action="store_true",
+                   help="instead: a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through it, "
+                        "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
     p.add_argument("--gpus", default="all", metavar="all|N|0,1",
                    help="with --class-benchmark: the GPUs it grades on (run it on 1 and on N to measure the scaling)")
     p.set_defaults(fn=cmd_verify)
