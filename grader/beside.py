@@ -119,7 +119,7 @@ def load(what: str = "FlashInfer beside the course"):
     import torch
 
     major, minor = torch.cuda.get_device_capability()
-    os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", f"{major}.{minor}{'a' if major >= 9 else ''}")
+    os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", f"{major}.{minor}")  # FlashInfer adds the suffix (9.0 -> 90a)
     try:
         import flashinfer
     except ImportError as e:
