@@ -47,13 +47,17 @@ def _top_p(fi, s, p, i, o):
     o["tokens"][:rows].copy_(fi.sampling.top_p_sampling_from_probs(i["probs"], i["top_p"]))
 
 
-def _decode_plan(fi, p, i):
+def _workspace():
+    """The scratch buffer FlashInfer's attention wrappers plan into (128 MB, as its examples use)."""
     import torch
 
+    return torch.empty(128 * 2 ** 20, dtype=torch.uint8, device="cuda")
+
+
+def _decode_plan(fi, p, i):
     from .exercises.day11 import sm_scale
 
-    ws = torch.empty(128 * 2 ** 20, dtype=torch.uint8, device="cuda")
-    w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=p["qo_heads"] > p["kv_heads"])
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(_workspace(), "NHD", use_tensor_cores=p["qo_heads"] > p["kv_heads"])
     dt = i["q"].dtype
     w.plan(i["kv_indptr"], i["kv_indices"], i["kv_last_page_len"], p["qo_heads"], p["kv_heads"], p["head_dim"],
            p["page_size"], q_data_type=dt, kv_data_type=dt, sm_scale=sm_scale(p))
@@ -69,8 +73,7 @@ def _prefill_plan(fi, p, i):
 
     from .exercises.day12 import sm_scale
 
-    ws = torch.empty(128 * 2 ** 20, dtype=torch.uint8, device="cuda")
-    w = fi.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(_workspace(), "NHD")
     b, sq, sk = p["batch"], p["seq_q"], p["seq_kv"]
     qo_indptr = torch.arange(b + 1, dtype=torch.int32, device="cuda") * sq
     kv_indptr = torch.arange(b + 1, dtype=torch.int32, device="cuda") * sk
@@ -236,6 +239,7 @@ def _fresh_call(ex, p, inputs, mod, state, fi) -> dict:
         ADAPTERS[ex.id].run(fi, state, p, fresh, outputs)
     torch.cuda.synchronize()
     return {**{k: v for k, v in fresh.items() if k in ex.inplace}, **outputs}
+
 
 METRICS = {"memory": ("copy_ratio", "fraction of a device copy's bandwidth"),
            "compute": ("tflops", "TFLOP/s"),

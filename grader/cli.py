@@ -156,9 +156,6 @@ def main(argv=None) -> int:
     p.add_argument("--memory-gb", type=float, default=config.CLASS_MEMORY_GB, help="host memory limit per grading process")
     p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
     p.add_argument("--seeds", type=int, default=config.PUBLIC_SEEDS, help="public seeds per correctness case")
-    p.add_argument("--ncu-jupyter", action="store_true",
-                   help="instead: a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through it, "
-                        "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
     p.add_argument("--gpus", default="all", metavar="all|N|0,1",
                    help="the GPUs that grade, one grading process each, each with its own baseline figures: "
                         "all visible (default), the first N, or these indices")

@@ -21,13 +21,20 @@ from grader.bench import bench_interleaved, copy_baseline  # noqa: E402
 from grader.exercises import get  # noqa: E402
 
 SOLUTION = (ROOT / "solutions/day11/batch_decode.cu").read_text()
-def variant(stages: int, warps: int) -> str:
-    text = re.sub(r"constexpr int STAGES = \d+;", f"constexpr int STAGES = {stages};", SOLUTION)
-    text = re.sub(r"constexpr int WARPS = \d+;", f"constexpr int WARPS = {warps};", text)
-    # only head_dim 128 (the timed cases'): a third of the build time
+
+
+def only_head_dim_128(text: str) -> str:
+    """The source without its head_dim 64 and 256 instances (the timed cases are 128): a third of the
+    build time. splits.py uses it too."""
     text, n = re.subn(r"    case (64|256): return launch_decode<T, \1>\(.*?\);\n", "", text, flags=re.S)
     assert n == 2, n
     return text
+
+
+def variant(stages: int, warps: int) -> str:
+    text = re.sub(r"constexpr int STAGES = \d+;", f"constexpr int STAGES = {stages};", SOLUTION)
+    text = re.sub(r"constexpr int WARPS = \d+;", f"constexpr int WARPS = {warps};", text)
+    return only_head_dim_128(text)
 
 
 VARIANTS = {f"s{s}w{w}": (s, w) for (s, w) in [(2, 4), (3, 4), (2, 2), (3, 2), (4, 2), (2, 8), (3, 8)]}
