@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? (FP8_MIN_B
     }
     const float scale = fmaxf(course::block_reduce_max(amax) / E4M3_MAX, MIN_SCALE);
     if (threadIdx.x == 0) scales[row] = scale;
-    const float r = __frcp_rn(scale);  // 1 / scale, rounded once, for div_by_scale (FP8_DIV)
+    const float r = __frcp_rn(scale);  // 1 / scale, rounded once, for div_by_scale (unused unless FP8_DIV)
+    (void)r;
 #pragma unroll
     for (int i = 0; i < ROW_CHUNKS; ++i) {
       const int64_t c = threadIdx.x + i * BLOCK;
@@ -112,7 +113,6 @@ __global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? (FP8_MIN_B
                         div_by_scale(course::to_float(v[i][2 * j + 1]), scale, r));
 #else
           b[j] = e4m3x2(course::to_float(v[i][2 * j]) / scale, course::to_float(v[i][2 * j + 1]) / scale);
-          (void)r;
 #endif
         // 8 bytes per thread: a warp stores 256 contiguous bytes
         *reinterpret_cast<uint2*>(qr + c * CHUNK) =
