@@ -6,7 +6,10 @@ Each argument is EXERCISE:NAME=VALUE,NAME=VALUE (nothing after the colon: the so
 EXERCISE@FILE:... to grade FILE (a candidate design, e.g. benchmarks/day12_flash_sweep/candidate.cu)
 in place of the solution.
 Every variant goes through `grader check --source` (correct on one seed, then timed beside its
-baselines in the same run); writes $OUT/variant-sweep.json when $OUT is set."""
+baselines in the same run); writes $OUT/variant-sweep.json when $OUT is set. The variants are first
+built and checked untimed in parallel (`check --no-perf`, SWEEP_JOBS at a time, 6 unless set), so the
+timed runs load their builds from the cache and only the timing is serial."""
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -31,13 +34,19 @@ def variant(spec: str, folder: Path) -> tuple[str, str, dict, Path]:
     return eid, file or "solution", defines, path
 
 
+def check(eid: str, path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", "check", eid, "--source", str(path), "--seeds", "1",
+                           "--json", *extra], capture_output=True, text=True, cwd=ROOT)
+
+
 def main() -> int:
     folder = Path(tempfile.mkdtemp())
     rows = []
-    for spec in sys.argv[1:]:
-        eid, source, defines, path = variant(spec, folder)
-        proc = subprocess.run([sys.executable, "-m", "grader", "check", eid, "--source", str(path), "--seeds", "1",
-                               "--json"], capture_output=True, text=True, cwd=ROOT)
+    variants = [(spec, *variant(spec, folder)) for spec in sys.argv[1:]]
+    with concurrent.futures.ThreadPoolExecutor(int(os.environ.get("SWEEP_JOBS", 6))) as pool:  # builds in parallel
+        list(pool.map(lambda v: check(v[1], v[4], "--no-perf"), variants))
+    for spec, eid, source, defines, path in variants:
+        proc = check(eid, path)
         try:  # the JSON document is the last thing printed, from a line that opens with "{"
             out = proc.stdout
             result = json.loads(out[out.rindex("\n{") + 1:] if not out.startswith("{") else out)
