@@ -25,6 +25,11 @@ def test_parse_exports_reads_pointers_scalars_and_stream():
 
 def test_kernel_names_include_launch_bounds_and_templates():
     assert global_kernel_names(SRC) == ["scale_kernel", "other_kernel"]
+    # launch bounds whose arguments hold parentheses (Day 10's fp8_quantize: a false "not one of
+    # your kernels" on the H100 when the name was missed)
+    nested = ("__global__ void __launch_bounds__(B, (K * B <= 1024 ? (M ? M : 1024 / B) : 2)) "
+              "quant_kernel(float* x) {}")
+    assert global_kernel_names(nested) == ["quant_kernel"]
 
 
 @pytest.mark.parametrize("bad, message", [

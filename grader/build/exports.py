@@ -126,7 +126,8 @@ def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
 def global_kernel_names(text: str) -> list[str]:
     """Names of the `__global__` functions a source defines."""
     clean = _strip_comments(text)
-    return re.findall(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(", clean)
+    bounds = r"__launch_bounds__\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*"  # arguments with (nested) parentheses
+    return re.findall(rf"__global__\s+(?:{bounds})?void\s+(?:{bounds})?([A-Za-z_]\w*)\s*\(", clean)
 
 
 def _binding_function(e: Export) -> str:

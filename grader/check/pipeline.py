@@ -108,7 +108,11 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     result.add_time("build" if not built.cached else "build (cached)", built.seconds)
     if ex.learner_file == "template":
         _cache_hit_check(ex, template, built, result)
-    prep.module_dir, prep.module_name, prep.kernels = str(built.directory), built.name, built.kernels
+    # The kernels the call may launch: those the compiled SASS holds (what was built, however it is
+    # spelled), with the names read from the source where no demangler could read the SASS's.
+    compiled = {k.name.split("<")[0].split("(")[0] for k in report.kernels} if report else set()
+    prep.module_dir, prep.module_name = str(built.directory), built.name
+    prep.kernels = sorted(compiled | set(built.kernels))
     return prep
 
 

@@ -17,7 +17,7 @@ import math
 from ..spec import Baseline, Case, Exercise, attention_tolerance, memory_bound, torch_dtype
 
 DTYPES = ("fp16", "bf16")
-MAX_SPLITS = 32  # partial states per query head the workspace holds (solutions/day11/batch_decode.cu)
+MAX_SPLITS = 1024  # partial states per query head the workspace holds (solutions/day11/batch_decode.cu)
 
 
 def workspace_floats(qo_heads: int, head_dim: int) -> int:
@@ -66,8 +66,8 @@ def _cases():
                   Case(f"{dt} Llama 3 8B batch 1 x 32768", _params(dt, [32768])),
                   Case(f"{dt} Llama 3 70B batch 4 x 8191", _params(dt, [8191] * 4, 64)),
                   Case(f"{dt} Llama 3 8B 64 requests of length 1", _params(dt, [1] * 64))]
-        # Small enough for racecheck (<= 1 MB), with 3 tiles in every block (17 requests: too many to split,
-        # at most 32 states a head), so a stage is refilled while warps may still read it; the other small
+        # Small enough for racecheck (<= 1 MB), with 3 tiles in every block (a split holds whole tiles, at
+        # least 4: a request of 3 tiles stays in one block), so a stage is refilled while warps may still read it; the other small
         # cases' blocks get at most 2 tiles, which 2 stages hold without a refill: a missing barrier hides.
         cases.append(Case(f"{dt} 17 requests of 192, group 8 on 1 KV head, head_dim 64 (3 tiles a block)",
                           _params(dt, [192] * 17, 8, 1, 64)))
@@ -233,7 +233,7 @@ EXERCISES = [
         summary="o, lse = attention of one query token per request over its K/V in a paged cache (FlashInfer's "
                 "kv_indptr / kv_indices / kv_last_page_len), GQA (query head qh reads KV head qh / group), "
                 "fp16/bf16 in, fp32 math, lse in natural log; head_dim 64/128/256, page sizes 1 and 16, ragged "
-                "lengths 1..32768 in one batch. Split-KV into the given workspace (>= 32 x qo_heads x "
+                "lengths 1..32768 in one batch. Split-KV into the given workspace (>= 1024 x qo_heads x "
                 "(head_dim + 1) floats) when the batch cannot fill the GPU; no allocation. At least 0.85x a "
                 "copy of the KV bytes.",
         entry_points=[

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash ba0e9f95e870).
+// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash 0f61f8a659a2).
 // Day 11 exercise: batched decode attention over a paged KV cache, GQA on the tensor cores, K/V
 // tiles through a cp.async pipeline, split-KV with a merge when the batch is too small to fill the
 // GPU (models: FlashInfer include/flashinfer/attention/decode.cuh, cascade.cuh, page.cuh).
@@ -36,6 +36,7 @@
 // not faster over the three timed shapes; ncu shows the kernel short of warps to hide latency (12 of
 // 64 per SM), DRAM at about half its bandwidth.
 #include "course/async.cuh"
+#include "course/block.cuh"
 #include "course/attention.cuh"
 #include "course/math.cuh"
 #include "course/mma.cuh"
@@ -46,7 +47,8 @@ constexpr int WARPS = 4;
 constexpr int THREADS = WARPS * 32;
 constexpr int TILE = 16 * WARPS;  // tokens per pipeline stage: 16 per warp
 constexpr int STAGES = 2;
-constexpr int MAX_SPLITS = 32;    // partial states per query head the workspace holds (see the launcher)
+constexpr int MAX_SPLITS = 1024;  // partial states per query head the workspace holds (see the launcher)
+constexpr int MIN_SPLIT_TILES = 4;  // a split's fill and drain of the pipeline, and its state, cost ~a tile
 constexpr int MAX_GROUP = 16;     // query heads per KV head: the rows of one mma tile
 
 // Shared tiles are [rows][HEAD_DIM] with the 16-byte chunk c of row r stored at chunk c ^ (r % 8): the
@@ -69,13 +71,26 @@ constexpr int smem_bytes() {
 template <typename T, int HEAD_DIM>
 __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restrict__ lse,
                                              const float* __restrict__ workspace, int qo_heads, int splits) {
-  const int qh = blockIdx.x, b = blockIdx.y;
-  for (int col = threadIdx.x; col < HEAD_DIM; col += THREADS) {
-    // TODO: merge the states (workspace o, base-2 lse) of splits 0 .. splits - 1 of (b, qh): the
-    // largest lse m, then o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m); write o[b, qh, col] (as T)
-    // and lse = m + log2(sum) in natural log. Make the loads independent of each other (two passes).
-  }
+  // The block's threads are LANES columns of 4 floats (a row of o) times SETS sets of splits: set g
+  // takes splits g, g + SETS, ... and the sets add up through shared memory. First every split's
+  // weight 2^(lse - max) goes to shared memory (one load per thread and split, all at once); then
+  // the o rows, 8 loads in flight per thread. A merge that carries one state from split to split
+  // (softmax_state::merge_lse) waits a full L2 round trip per split (with 32 splits that took 24 us
+  // on the H200, a third of the call).
+  constexpr int LANES = HEAD_DIM / 4, SETS = THREADS / LANES;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float4* acc_s = reinterpret_cast<float4*>(smem_raw);            // (SETS, LANES)
+  float* sum_s = reinterpret_cast<float*>(acc_s + SETS * LANES);  // (SETS)
+  float* w_s = sum_s + SETS;                                      // (splits) weights
+  const int qh = blockIdx.x, b = blockIdx.y, lane = threadIdx.x % LANES, set = threadIdx.x / LANES;
+  // TODO: merge the states (workspace o, base-2 lse) of splits 0 .. splits - 1 of (b, qh): the
+  // largest lse m, then o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m); write o[b, qh, :] (as T)
+  // and lse = m + log2(sum) in natural log. Keep the loads independent of each other.
+  (void)acc_s; (void)sum_s; (void)w_s; (void)lane; (void)set; (void)o; (void)lse; (void)workspace; (void)qh; (void)b;
 }
+
+// Phase 1's dynamic shared memory: the sets' partial sums and every split's weight.
+constexpr int merge_smem_bytes() { return (THREADS * 4 + THREADS + MAX_SPLITS) * static_cast<int>(sizeof(float)); }
 
 template <typename T, int HEAD_DIM>
 __global__ void __launch_bounds__(THREADS)
@@ -102,7 +117,8 @@ __global__ void __launch_bounds__(THREADS)
   }
 
   // TODO: this block's share of attention for query heads kv_head * group .. + group - 1 of
-  // request b: tokens [t0, t1) of the request, the split-th of `splits` equal ranges.
+  // request b: tokens [t0, t1) of the request, the split-th of `splits` ranges of whole tiles
+  // (at least MIN_SPLIT_TILES of them: the last splits of a short request can be empty).
   //  1. len = (pages - 1) * page_size + kv_last_page_len[b], pages from kv_indptr.
   //  2. Stage q's group rows in q_s (rows >= group zero), swizzled with swz<HEAD_DIM>.
   //  3. Per tile of TILE tokens: cp.async (course::cp_async_zfill, zeros past t1) each token's K and
@@ -114,17 +130,33 @@ __global__ void __launch_bounds__(THREADS)
   //     log); else write the state (o, lse in base 2) to the workspace for merge_splits.
 }
 
-// How many splits: enough blocks to fill every SM with as many as fit at once (`per_sm`), never more
-// than MAX_SPLITS partial states per query head in all (batch * splits <= MAX_SPLITS), and none at all
-// once batch * kv_heads fills the GPU.
+// How many splits. The grid runs in waves of `slots` = per_sm x SMs blocks at once. From two waves
+// up, one: the last wave's idle slots cost little against the whole, and a split's merge grows with
+// the batch (batch 256 on 8 KV heads, 5.2 waves: 1 split 0.93x copy, 3 splits 0.86x). Below that,
+// with every request about as long, s splits make batch x kv_heads x s blocks of 1/s of the work
+// each, so a call costs about waves(s) / s = ceil(blocks x s / slots) / s, plus the merge
+// (SPLIT_COST) once s > 1, and the smallest s within 10% of the cheapest wins (each split adds a
+// state, a pipeline fill and a merge that the model does not count): batch 1 on 8 KV heads takes 45
+// splits (one wave of 360 blocks on 396 slots); batch 64 takes 3 (four waves nearly full:
+// 0.94x copy, where 1 split, two waves the second 29% full, made 0.78x). Measured on an H100 by
+// benchmarks/day11_decode_sweep/splits.py. At most MAX_SPLITS / batch splits: the workspace holds
+// MAX_SPLITS partial states per query head.
 inline int choose_splits(int64_t batch, int64_t kv_heads, int per_sm) {
+  constexpr double SPLIT_COST = 0.05;
   int device = 0, sms = 132;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int64_t blocks = batch * kv_heads, want = static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * sms;
-  if (blocks >= want) return 1;
-  const int64_t splits = course::ceil_div<int64_t>(want, blocks), cap = MAX_SPLITS / batch;
-  return static_cast<int>(splits < cap ? splits : (cap > 1 ? cap : 1));
+  const int64_t blocks = batch * kv_heads, slots = static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * sms;
+  if (blocks >= 2 * slots) return 1;
+  const int64_t cap = MAX_SPLITS / batch < 1 ? 1 : MAX_SPLITS / batch;
+  auto cost = [&](int64_t s) {
+    return static_cast<double>(course::ceil_div<int64_t>(blocks * s, slots)) / s * (s > 1 ? 1.0 + SPLIT_COST : 1.0);
+  };
+  double best = cost(1);
+  for (int64_t s = 2; s <= cap; ++s) best = cost(s) < best ? cost(s) : best;
+  for (int64_t s = 1; s <= cap; ++s)
+    if (cost(s) <= 1.10 * best) return static_cast<int>(s);
+  return 1;
 }
 
 template <typename T, int HEAD_DIM>
@@ -147,7 +179,7 @@ cudaError_t launch_decode(T* o, float* lse, const T* q, const T* kv_cache, const
       static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 0);
   if (splits > 1) {  // phase 1: merge the splits' states, after phase 0 on the same stream
     const dim3 merge_grid(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch));
-    batch_decode_kernel<T, HEAD_DIM><<<merge_grid, THREADS, 0, stream>>>(
+    batch_decode_kernel<T, HEAD_DIM><<<merge_grid, THREADS, merge_smem_bytes(), stream>>>(
         o, lse, q, kv_cache, kv_indptr, kv_indices, kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
         static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 1);
   }

@@ -9,15 +9,20 @@
 //
 // e4m3 (1 sign bit, 4 exponent bits, 3 mantissa bits, no infinities) spans +-448 with 3 bits of
 // mantissa: scaling each row so that its largest value lands on 448 uses the whole range. The
-// lower bound on the scale keeps an all-zero row finite (vLLM's choice). The division is IEEE
-// fp32 (x / s, not x * (1 / s)), so every byte matches torch's float8_e4m3fn conversion of the
-// same quotient. The conversion is one PTX instruction for two values:
+// lower bound on the scale keeps an all-zero row finite (vLLM's choice). The quotient is IEEE
+// fp32's x / s (not x * (1 / s)), so every byte matches torch's float8_e4m3fn conversion of the
+// same quotient; div_by_scale below gets it in 3 instructions. The conversion is one PTX
+// instruction for two values:
 //   cvt.rn.satfinite.e4m3x2.f32 d, hi, lo;   (SASS F2FP.SATFINITE.E4M3.F32.PACK_AB...)
 //
-// Design: one block of 256 threads per row. A row of up to 256 x 8 x 8 = 16384 elements
-// is read once with 16-byte loads into registers, its |max| reduced in the block, and converted and
-// stored from the registers (8 bytes per thread and chunk). Longer rows, K not a multiple of 8 or
-// misaligned pointers take a two-pass path with element loads (the second pass reads from L2).
+// Design: one block per row. A row is read once with 16-byte loads into registers, its |max|
+// reduced in the block, and converted and stored from the registers (8 bytes per thread and
+// chunk). Rows of up to 4096 elements take blocks of 64 threads (8 chunks each, at least 8 blocks
+// per SM: 64 registers a thread, many rows' loads in flight at once); rows up to 256 x 8 x 8 =
+// 16384 take 256 threads. Longer rows, K not a multiple of 8 or misaligned pointers take a
+// two-pass path with element loads (the second pass reads from L2).
+// Measured (H100, in the same run): at K = 4096, 256 threads a row and IEEE `/` reached 0.88x
+// the copy; 64 threads with div_by_scale 0.99x.
 // Napkin math, M = 32768 tokens of K = 4096 bf16: 256 MB read, 128 MB written, 128 KB of scales;
 // at ~4.2 TB/s of copy bandwidth that is ~92 us. Target: >= 0.90x a device copy of those bytes.
 #include "course/block.cuh"
@@ -29,13 +34,13 @@ constexpr int THREADS = 256, CHUNK = 8;  // 8 elements = one 16-byte load
 // Threads per row of up to 4096 elements (each then holds 4096 / 8 / SHORT_THREADS chunks): a knob
 // that benchmarks/variant_sweep tries.
 #ifndef FP8_SHORT_THREADS
-#define FP8_SHORT_THREADS 256
+#define FP8_SHORT_THREADS 64
 #endif
 #ifndef FP8_MIN_BLOCKS  // the short kernel's minimum blocks per SM (__launch_bounds__), 0: from its size
-#define FP8_MIN_BLOCKS 0
+#define FP8_MIN_BLOCKS 8
 #endif
 #ifndef FP8_DIV  // the quotient x / scale: 0, IEEE division; 1, div_by_scale (the same bytes, 3 instructions)
-#define FP8_DIV 0
+#define FP8_DIV 1
 #endif
 constexpr float E4M3_MAX = 448.0f;
 constexpr float MIN_SCALE = 1.0f / (448.0f * 512.0f);
@@ -83,7 +88,8 @@ __global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? (FP8_MIN_B
   // STUB: //    Otherwise: the largest |x| over elements threadIdx.x, + BLOCK, ... of the row.
   // STUB: // 2. course::block_reduce_max; scale = max(amax / E4M3_MAX, MIN_SCALE) (thread 0 stores it).
   // STUB: // 3. q = e4m3x2(x / scale, ...) for neighbouring pairs: 8 bytes per chunk with `vec`, else one
-  // STUB: //    byte per element (the low byte of e4m3x2(v, 0.0f)). Divide: x * (1 / scale) is not the same.
+  // STUB: //    byte per element (the low byte of e4m3x2(v, 0.0f)). Divide: x * (1 / scale) is not the same;
+  // STUB: //    div_by_scale(x, scale, __frcp_rn(scale)) (above) is, in 3 instructions where `/` takes ~10.
   // STUB: (void)xr; (void)qr; (void)vec; (void)scales; (void)k;
   if (vec) {
     course::vec_t<T, CHUNK> v[ROW_CHUNKS];
@@ -99,7 +105,7 @@ __global__ void __launch_bounds__(BLOCK, ROW_CHUNKS * BLOCK <= 1024 ? (FP8_MIN_B
     }
     const float scale = fmaxf(course::block_reduce_max(amax) / E4M3_MAX, MIN_SCALE);
     if (threadIdx.x == 0) scales[row] = scale;
-    const float r = __frcp_rn(scale);  // 1 / scale, rounded once, for div_by_scale (unused unless FP8_DIV)
+    const float r = __frcp_rn(scale);  // 1 / scale, rounded once, for div_by_scale (unused if FP8_DIV is 0)
     (void)r;
 #pragma unroll
     for (int i = 0; i < ROW_CHUNKS; ++i) {

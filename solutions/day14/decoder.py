@@ -137,7 +137,7 @@ def decode_attention(q: Tensor, kv_cache: Tensor, kv_indptr: Tensor, kv_indices:
     b, qo, d = q.shape
     o = q.new_empty(b, qo, d)
     lse = torch.empty(b, qo, dtype=torch.float32, device=q.device)
-    ws = torch.empty(32 * qo * (d + 1), dtype=torch.float32, device=q.device)  # Day 11's MAX_SPLITS states
+    ws = torch.empty(1024 * qo * (d + 1), dtype=torch.float32, device=q.device)  # Day 11's MAX_SPLITS states
     m = KERNELS["day11.batch_decode"]
     (m.batch_decode_bf16 if _bf16(q) else m.batch_decode_fp16)(
         o, lse, q, kv_cache, kv_indptr, kv_indices, kv_last_page_len, ws, ws.numel(), b, qo, kv_cache.shape[3], d,
