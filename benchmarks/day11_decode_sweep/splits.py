@@ -1,18 +1,13 @@
-"""Day 11 split sweep: day11.batch_decode's reference design (solutions/day11/batch_decode.cu) beside
-candidate.cu, the same design with the splits chosen by a wave model, at the exercise's timed cases.
-The candidate runs with the number of splits forced (s8, s49, ...) and with its own choice
-("policy"), the solution with its own choice ("solution"), all beside a device copy of the KV bytes;
-each call's two launches (phase 0: attention per split, phase 1: merge) are also timed apart with
-torch.profiler. Run from the repo root on a GPU machine:
+"""Day 11 split sweep: day11.batch_decode's reference (solutions/day11/batch_decode.cu) at the
+exercise's timed cases, with the number of splits forced (s8, s49, ...) and with the launcher's own
+choice ("solution"), all beside a device copy of the KV bytes; each call's two launches (phase 0:
+attention per split, phase 1: merge) are also timed apart with torch.profiler. Run from the repo root
+on a GPU machine:
     python3 benchmarks/day11_decode_sweep/splits.py        (writes $OUT/day11-splits.json)
-Every variant is checked against the spec's reference before it is timed.
-
-candidate.cu differs from the solution in: MAX_SPLITS 1024 partial states per query head (32), so a
-batch of 1 may take 49 splits and batch 64 three; splits of whole tiles, at least MIN_SPLIT_TILES;
-choose_splits by the wave model; a merge that puts every split's weight in shared memory first, then
-adds the o rows in sets of splits with 16-byte loads, 8 in flight per thread.
-If it wins, it replaces the solution, and MAX_SPLITS in grader/exercises/day11.py (the workspace the
-grader passes), the spec text, the notebook and solutions/day14/decoder.py follow."""
+Every variant is checked against the spec's reference before it is timed. The run of 2026-11-26 on
+an H100 (reports/day11-splits.json, commit af7f1d9) compared the then solution (at most 32 states a
+query head, its own split rule) with the design the solution now has ("policy": the wave model
+without its two-wave stop)."""
 import json
 import os
 import re
@@ -67,7 +62,7 @@ def main():
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "day11_splits"
     tmp.mkdir(parents=True, exist_ok=True)
     texts = {"solution": only_head_dim_128((ROOT / "solutions/day11/batch_decode.cu").read_text()),
-             "candidate": forced((Path(__file__).parent / "candidate.cu").read_text())}
+             "forced": forced((ROOT / "solutions/day11/batch_decode.cu").read_text())}
     t0 = time.time()
     mods = {}
     for name, text in texts.items():
@@ -85,16 +80,16 @@ def main():
         inputs = ex.make_inputs(p, gen)
         ref = ex.reference(p, inputs)
         fns, wrong, phases = {}, [], {}
-        variants = [("solution", 0)] + [("candidate", s) for s in CANDIDATES[p["batch"]]]
+        variants = [("solution", 0)] + [("forced", s) for s in CANDIDATES[p["batch"]] if s]
         for name, s in variants:
             mod = mods[name]
-            label = name if name == "solution" else (f"s{s}" if s else "policy")
+            label = name if name == "solution" else f"s{s}"
             outputs = ex.make_outputs(p, inputs)
             outputs["workspace"] = torch.empty(ws_floats[name] * p["qo_heads"] * (p["head_dim"] + 1),
                                                dtype=torch.float32, device="cuda")
 
             def call(mod=mod, o=outputs, s=s, name=name):
-                if name == "candidate":
+                if name == "forced":
                     mod.set_splits(s)
                 ex.call(mod, p, inputs, o)
             call()

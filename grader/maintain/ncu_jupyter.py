@@ -196,7 +196,10 @@ def prove() -> Run:
         server = Server(state)
         kernel = Kernel(server)
         if not kernel.wait_for_magics(run, "the extension's magics in a kernel the server started"):
-            run.error = "the extension did not inject its magics into the kernel"
+            run.error = ("the extension did not inject its magics into the kernel: the server did not load "
+                         "jupyterlab_nvidia_nsight (its etc/jupyter/jupyter_server_config.d must be on Jupyter's "
+                         "config path: a `pip install --target DIR` leaves it in DIR/etc/jupyter, for "
+                         "JUPYTER_CONFIG_PATH)")
             return run
         run.cells.append(kernel.run("nb.ncu_ready() and Day 6's kernels", SETUP, timeout=900))
         if run.gpu and run.ncu:
