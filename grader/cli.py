@@ -113,7 +113,8 @@ def cmd_verify(args) -> int:
         return ncu_jupyter(args.out)
     if args.self_test:
         return self_test(args.out, args.only)
-    return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only)
+    return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only,
+                  notebook_timeout=args.notebook_timeout)
 
 
 def _gpu() -> bool:
@@ -177,6 +178,8 @@ def main(argv=None) -> int:
                         "also `grader` (its own GPU tests); repeatable. Reports are named after it")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")
+    p.add_argument("--notebook-timeout", type=int, default=330, metavar="S",
+                   help="seconds the notebooks' nbval run may take before it is stopped (the report says so)")
     p.add_argument("--ncu-jupyter", action="store_true",
                    help="instead: a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through it, "
                         "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")

@@ -45,7 +45,7 @@ def _case(p, note="", perf=False):
 def _cases():
     cases = []
     for dt in DTYPES:
-        # Tails of the 128-row query tile and the 64-key tile: 1, 2, 3, 127, 128, 129 tokens, with and
+        # Tails of the 128-row query tile and the 32-key tile: 1, 2, 3, 127, 128, 129 tokens, with and
         # without the mask (8 query heads on 2 KV heads).
         cases += [_case(_params(dt, 1, n, n, 8, 2, causal=c)) for n in (1, 2, 3, 127, 128, 129) for c in (False, True)]
         # seq_q != seq_kv: a chunk of new queries on a longer KV (chunked prefill: the causal mask aligned
@@ -54,8 +54,9 @@ def _cases():
         cases += [_case(_params(dt, 2, sq, skv, 8, 2, causal=c))
                   for sq, skv, c in ((1, 1000, True), (1000, 1, False), (129, 1, True), (300, 77, True),
                                      (77, 300, True), (200, 333, False), (63, 4097, True))]
-        # Small enough for racecheck (<= 1 MB) with 5 K/V tiles through the ring of 3 stages: a stage is
-        # refilled while the warps may still be reading it (no other small case has more than 3 tiles).
+        # Small enough for racecheck (<= 1 MB), with 10 K/V tiles of 32 keys a block through the ring of 2
+        # stages: a stage is refilled while the warps may still be reading it (the label's 5 tiles are of
+        # 64 keys, the tile of an earlier reference).
         cases.append(_case(_params(dt, 1, 128, 320, 2, 1, 64), " (5 K/V tiles a block)"))
         # every head_dim and group size (1, 4, 8)
         cases += [_case(_params(dt, 2, 257, 257 if qo != 32 else 700, qo, kv, hd, causal=qo != 32))

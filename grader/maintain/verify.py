@@ -754,7 +754,8 @@ def class_report(out: str | Path) -> str:
 
 
 
-def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: list[str] | None = None) -> int:
+def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: list[str] | None = None,
+           notebook_timeout: int = 330) -> int:
     """Builds, every solution and stub graded, then the notebooks: gpu-verification.md/.json.
     With the course's days no longer fitting one 10-minute command, the two halves also run
     apart: `grading=False` runs only the notebooks, into gpu-notebooks.md/.json. `only` (days
@@ -809,7 +810,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
             if scope.has_day(p.name[:5])]
         report["pytest"][name] = _pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts="],
                                          _env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements)),
-                                         out / "pytest-notebooks.log", 330)
+                                         out / "pytest-notebooks.log", notebook_timeout)
         log(f"notebooks: {report['pytest'][name]['summary']}")
         if measurements.exists():
             report["notebook_measurements"] = [json.loads(x) for x in measurements.read_text().splitlines() if x]

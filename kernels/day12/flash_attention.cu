@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 96202991384d).
+// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 3f5ed87752cd).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
@@ -16,25 +16,37 @@
 // A query that may attend no key at all (i + seq_kv - seq_q < 0, or seq_kv = 0) gets o = 0 and
 // lse = -inf, as FlashInfer returns them. sm_scale must be > 0.
 //
-// Design (kernels/day12 v1-v3 build it up): a block of 8 warps takes 128 query rows of one
-// (request, query head); warp w owns rows 16 w .. 16 w + 15 and keeps their Q fragments in registers
-// for the whole kernel. K and V come in tiles of 64 keys through a 3-stage cp.async ring in XOR-
-// swizzled shared memory (one barrier per tile). Per tile each warp computes S = Q K^T (16 x 64, mma
-// m16n8k16 with ldmatrix for K), masks it where the tile needs a mask, updates its online softmax
-// (m, d per row, in registers; base 2), rescales O and adds P V (P straight from S's registers, V
-// with ldmatrix.trans). Tiles past the causal diagonal are never loaded; a warp skips a loaded tile
-// that lies wholly past its own rows. Finally o = O / d goes out through shared memory in 16-byte
-// rows, lse = (m + log2 d) ln 2.
+// Design (kernels/day12 v1-v3 build up its parts with 8 warps of 16 rows): a block of 4 warps takes
+// 128 query rows of one (request, query head); warp w owns rows 32 w .. 32 w + 31 as 2 m tiles of 16
+// (FlashAttention-2's split), so each K and V fragment it loads with ldmatrix feeds two mma. Q stays
+// in shared memory: a warp reads its Q fragments with ldmatrix again for every tile (the registers
+// hold the second m tile's O instead). K and V come in tiles of 32 keys through a 2-stage cp.async
+// ring in XOR-swizzled shared memory (one barrier per tile). Per tile each warp computes S = Q K^T
+// (2 x 16 x 32, mma m16n8k16 with ldmatrix for K), masks it where the tile needs a mask, updates its
+// online softmax (m, d per row, in registers; base 2), rescales O and adds P V (P straight from S's
+// registers, V with ldmatrix.trans). Tiles past the causal diagonal are never loaded; a warp skips a
+// loaded tile that lies wholly past its own rows. Finally o = O / d goes out through shared memory in
+// 16-byte rows, lse = (m + log2 d) ln 2. Two blocks per SM (__launch_bounds__(128, 2)): 255 registers
+// per lane, no spills.
 //
 // Napkin math (batch 1 x 16384, 32 heads, head_dim 128, non-causal): 4 x 32 x 16384^2 x 128 = 4.4
-// TFLOP. mma.sync on the H200 tops out near 636 TFLOP/s and SDPA's FLASH backend (FlashAttention-2)
-// reached ~350: the 0.90x target is ~315 TFLOP/s, ~14 ms here. Per tile of 64 keys a block runs
-// 8 warps x 128 mma = 4.2 MFLOP on 32 KB of K and V: 128 flops per byte brought in from L2 (the 128
-// rows share every byte), ~2.5 TB/s of L2 traffic at 315 TFLOP/s; with 64-row blocks it would be
-// twice that, near what the L2 can deliver. Shared memory: each warp reads the whole 32 KB tile with
-// ldmatrix for its 16 rows (16 flops per byte), so ~128 B/clk/SM caps the mma near 530 TFLOP/s and
-// a bank conflict costs at once: the swizzle is not optional. Registers per lane (head_dim 128): Q
-// fragments 32, O 64, S/P 32: one block of 8 warps per SM, 2 warps per scheduler.
+// TFLOP. mma.sync on the H100 and H200 (132 SMs) tops out near 636 TFLOP/s and SDPA's FLASH backend
+// (FlashAttention-2) reached ~350 (340-360 non-causal on the H100): the 0.90x target is ~315 TFLOP/s,
+// ~14 ms here. Per tile of 32 keys a block runs 4 warps x 128 mma = 2.1 MFLOP on 16 KB of K and V:
+// 128 flops per byte brought in from L2 (the 128 rows share every byte), ~2.5 TB/s of L2 traffic at
+// 315 TFLOP/s; with 64-row blocks it would be twice that, near what the L2 can deliver. Shared memory:
+// per tile a warp reads the 16 KB of K and V and its own 8 KB of Q with ldmatrix for its 32 rows: 21
+// flops per byte (16 with 16 rows a warp, even with Q in registers), so ~128 B/clk/SM caps the mma
+// near 710 TFLOP/s, past mma.sync's own ceiling (530 with 16 rows a warp); a bank conflict still costs
+// at once: the swizzle is not optional. Registers per lane (head_dim 128): O 128 (2 m tiles x 64),
+// S/P 32, Q 8 per k step (Q for the whole kernel would add 64: it stays in shared memory). 64 KB of
+// shared memory and 128 threads a block: 2 blocks per SM, 2 warps per scheduler, one block's copies
+// and barrier overlapping the other's mma.
+// Measured on an H100 in the same run (reports/variant-sweep-day10-day12.json), TFLOP/s as a fraction
+// of SDPA's FLASH backend, this design against the previous one (8 warps x 16 rows, Q in registers,
+// 64-key tiles, 3 stages): bf16 8 x 2048 causal 0.915 (0.893), fp16 8 x 2048 full 0.854 (0.834), bf16
+// 1 x 16384 full 0.856 (0.840), fp16 1 x 16384 causal 0.918 (0.895). With FA_STAGES 3 this design gave
+// 0.897 / 0.839 / 0.834 / 0.894; the previous one with 2 stages 0.897 / 0.842 / 0.850 / 0.906.
 #include "course/async.cuh"
 #include "course/attention.cuh"
 #include "course/math.cuh"
@@ -42,15 +54,21 @@
 
 namespace {
 
-constexpr int WARPS = 8;
+constexpr int WARPS = 4;
+constexpr int MT = 2;                       // m tiles of 16 query rows per warp
 constexpr int THREADS = WARPS * 32;
-constexpr int BLOCK_Q = 16 * WARPS;  // query rows per block: 16 per warp
-// Keys per tile and the depth of the cp.async ring: knobs that benchmarks/variant_sweep tries.
+constexpr int WARP_ROWS = 16 * MT;          // query rows per warp: 32
+constexpr int BLOCK_Q = WARP_ROWS * WARPS;  // query rows per block: 128
+// Keys per tile, the depth of the cp.async ring and __launch_bounds__' blocks per SM: knobs that
+// benchmarks/variant_sweep tries (the defaults measured best on the H100, see above).
 #ifndef FA_BLOCK_KV
-#define FA_BLOCK_KV 64
+#define FA_BLOCK_KV 32
 #endif
 #ifndef FA_STAGES
-#define FA_STAGES 3
+#define FA_STAGES 2
+#endif
+#ifndef FA_MIN_BLOCKS
+#define FA_MIN_BLOCKS 2
 #endif
 constexpr int BLOCK_KV = FA_BLOCK_KV;  // keys per tile
 constexpr int STAGES = FA_STAGES;      // K/V tiles in the cp.async ring
@@ -66,7 +84,7 @@ __device__ __forceinline__ int swz(int row, int col) {
 // The dynamic shared memory of one block: Q (BLOCK_Q rows, later O), then STAGES x (K tile, V tile).
 template <typename T, int HEAD_DIM>
 constexpr int smem_bytes() {
-  return (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * static_cast<int>(sizeof(T));  // 128 KB at 128
+  return (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * static_cast<int>(sizeof(T));  // 64 KB at 128
 }
 
 // The keys the block's rows may see: [0, kv_end) over all its rows, and [0, full_end) for every one
@@ -80,30 +98,36 @@ __device__ __forceinline__ KeyRange key_range(int q0, int seq_q, int seq_kv, boo
   return {max(0, min(seq_kv, last_row + off + 1)), max(0, min(seq_kv, q0 + off + 1))};
 }
 
-// One warp's share of a tile: S = Q K^T for its 16 rows and the tile's BLOCK_KV keys, the online-
-// softmax update of (m, d) and O += P V. MASK: the tile holds keys some row may not see (past
-// seq_kv or past the causal diagonal); lim[r] is the first key row group_row + 8 r may not see.
+// One warp's share of a tile for its MT m tiles of 16 rows (rows q_w + 16 mt .. + 15 of q_s): S = Q K^T
+// over the tile's BLOCK_KV keys, the online-softmax update of (m, d) per row and O += P V. Each K and V
+// fragment loaded from shared memory feeds MT mma; the Q fragments are read from q_s per k step. MASK:
+// the tile holds keys some row may not see: row group_row + 8 r of m tile mt may not see keys from
+// seq_kv on, nor (causal) from lim0 + 16 mt + 8 r on.
 template <bool MASK, typename T, int HEAD_DIM>
 __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* __restrict__ vs,
-                                            const uint32_t (&qf)[HEAD_DIM / 16][4], float (&o_acc)[HEAD_DIM / 8][4],
-                                            float (&m)[2], float (&d)[2], int k0, const int (&lim)[2],
-                                            float scale_log2) {
+                                            const T* __restrict__ q_s, int q_w, float (&o_acc)[MT][HEAD_DIM / 8][4],
+                                            float (&m)[MT][2], float (&d)[MT][2], int k0, int lim0, int seq_kv,
+                                            bool causal, float scale_log2) {
   const int lane = threadIdx.x % 32, pair = lane % 4;
-  // TODO: this warp's step over one tile (K at ks, V at vs, both [BLOCK_KV][HEAD_DIM] swizzled):
-  //  1. S (16 x BLOCK_KV) = Q K^T: per k step kk of 16 and pair of key n-tiles, one
-  //     course::ldmatrix_x4 of K (stored [key][dim]: the mma's "col" B operand, no .trans) and two
-  //     course::mma_m16n8k16<T> with qf[kk]. s[j][e] is row group_row + 8 (e / 2), key k0 + 8 j + 2 pair + e % 2.
-  //  2. MASK: -inf for keys >= lim[e / 2].
+  // TODO: this warp's step over one tile (K at ks, V at vs, both [BLOCK_KV][HEAD_DIM] swizzled) for
+  // its MT = 2 m tiles of 16 rows:
+  //  1. S (MT x 16 x BLOCK_KV) = Q K^T. Per k step kk of 16: the A fragments of both m tiles with
+  //     course::ldmatrix_x4 from q_s (rows q_w + 16 mt + lane % 16, columns 16 kk + (lane / 16) 8);
+  //     then per pair of key n-tiles one course::ldmatrix_x4 of K (stored [key][dim]: the mma's "col"
+  //     B operand, no .trans) feeding course::mma_m16n8k16<T> for both m tiles (4 mma).
+  //     s[mt][j][e] is row group_row + 8 (e / 2) of m tile mt, key k0 + 8 j + 2 pair + e % 2.
+  //  2. MASK: -inf for keys >= seq_kv and, when causal, keys >= lim0 + 16 mt + 8 (e / 2).
   //  3. Per row: the tile's max (the 4 lanes of a quad share a row: __shfl_xor_sync 1, 2), m_new in
   //     base 2 (scores x scale_log2), O and d rescaled by 2^(m_old - m_new), p = 2^(s scale_log2 -
   //     m_new) (no NaN while a row has seen only -inf), d += p.
   //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
-  //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans.
-  (void)ks; (void)vs; (void)qf; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim; (void)scale_log2; (void)pair;
+  //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans, each V fragment for both m tiles.
+  (void)ks; (void)vs; (void)q_s; (void)q_w; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim0; (void)seq_kv;
+  (void)causal; (void)scale_log2; (void)pair;
 }
 
 template <typename T, int HEAD_DIM>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(THREADS, FA_MIN_BLOCKS)
     flash_attention_kernel(T* __restrict__ o, float* __restrict__ lse, const T* __restrict__ q,
                            const T* __restrict__ k, const T* __restrict__ v, int seq_q, int seq_kv, int group,
                            int64_t q_stride, int64_t kv_stride, bool causal, float scale_log2) {
@@ -122,18 +146,20 @@ __global__ void __launch_bounds__(THREADS, 1)
   const T* k_rows = k + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
   const T* v_rows = v + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
 
-  // TODO: the block's 128 query rows q0 .. q0 + 127 of head qh (see the notebook's exercise cell):
+  // TODO: the block's 128 query rows q0 .. q0 + 127 of head qh (see the notebook's exercise cell);
+  // warp w owns rows q_w .. q_w + 31 (q_w = WARP_ROWS w) as MT = 2 m tiles of 16:
   //  1. key_range(): how many tiles of BLOCK_KV keys to visit (none past kv_end) and from which
-  //     tile on a mask is needed (full_end); lim[r], the first key this lane's row r may not see.
+  //     tile on a mask is needed (full_end); lim0 = q0 + q_w + group_row + seq_kv - seq_q + 1, the
+  //     first key this lane's row of m tile 0 may not see under the causal mask.
   //  2. Q into q_s with 16-byte cp.async (course::cp_async_zfill: zeros past seq_q), its own commit
   //     group; the first STAGES - 1 K/V tiles into the ring, one group each (empty ones too).
-  //  3. Wait for Q, __syncthreads, then warp w's Q fragments into registers: qf[kk] with
-  //     course::ldmatrix_x4 from rows 16 w + lane % 16, columns 16 kk + (lane / 16) 8.
+  //  3. Wait for Q and __syncthreads: attend_tile reads each warp's Q fragments from q_s per tile.
   //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
   //     stage tile t - 1 used, commit, then attend_tile on stage t % STAGES: MASK false below
   //     full_end's tile, true from there on; a masked tile wholly past the warp's last row is skipped.
-  //  5. o = O / d (0 where d = 0) rounded to T, through q_s (swizzled) to 16-byte stores of whole
-  //     rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
+  //  5. Per m tile: o = O / d (0 where d = 0) rounded to T, into the warp's own rows of q_s
+  //     (swizzled; __syncwarp first: Q is read there until the last tile), then 16-byte stores of
+  //     whole rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
   (void)o; (void)lse; (void)q_rows; (void)k_rows; (void)v_rows; (void)q_stride; (void)kv_stride; (void)causal;
   (void)scale_log2; (void)q_s; (void)ring; (void)qo_heads; (void)warp; (void)group_row; (void)pair; (void)q0;
 }

@@ -15,25 +15,37 @@
 // A query that may attend no key at all (i + seq_kv - seq_q < 0, or seq_kv = 0) gets o = 0 and
 // lse = -inf, as FlashInfer returns them. sm_scale must be > 0.
 //
-// Design (kernels/day12 v1-v3 build it up): a block of 8 warps takes 128 query rows of one
-// (request, query head); warp w owns rows 16 w .. 16 w + 15 and keeps their Q fragments in registers
-// for the whole kernel. K and V come in tiles of 64 keys through a 3-stage cp.async ring in XOR-
-// swizzled shared memory (one barrier per tile). Per tile each warp computes S = Q K^T (16 x 64, mma
-// m16n8k16 with ldmatrix for K), masks it where the tile needs a mask, updates its online softmax
-// (m, d per row, in registers; base 2), rescales O and adds P V (P straight from S's registers, V
-// with ldmatrix.trans). Tiles past the causal diagonal are never loaded; a warp skips a loaded tile
-// that lies wholly past its own rows. Finally o = O / d goes out through shared memory in 16-byte
-// rows, lse = (m + log2 d) ln 2.
+// Design (kernels/day12 v1-v3 build up its parts with 8 warps of 16 rows): a block of 4 warps takes
+// 128 query rows of one (request, query head); warp w owns rows 32 w .. 32 w + 31 as 2 m tiles of 16
+// (FlashAttention-2's split), so each K and V fragment it loads with ldmatrix feeds two mma. Q stays
+// in shared memory: a warp reads its Q fragments with ldmatrix again for every tile (the registers
+// hold the second m tile's O instead). K and V come in tiles of 32 keys through a 2-stage cp.async
+// ring in XOR-swizzled shared memory (one barrier per tile). Per tile each warp computes S = Q K^T
+// (2 x 16 x 32, mma m16n8k16 with ldmatrix for K), masks it where the tile needs a mask, updates its
+// online softmax (m, d per row, in registers; base 2), rescales O and adds P V (P straight from S's
+// registers, V with ldmatrix.trans). Tiles past the causal diagonal are never loaded; a warp skips a
+// loaded tile that lies wholly past its own rows. Finally o = O / d goes out through shared memory in
+// 16-byte rows, lse = (m + log2 d) ln 2. Two blocks per SM (__launch_bounds__(128, 2)): 255 registers
+// per lane, no spills.
 //
 // Napkin math (batch 1 x 16384, 32 heads, head_dim 128, non-causal): 4 x 32 x 16384^2 x 128 = 4.4
-// TFLOP. mma.sync on the H200 tops out near 636 TFLOP/s and SDPA's FLASH backend (FlashAttention-2)
-// reached ~350: the 0.90x target is ~315 TFLOP/s, ~14 ms here. Per tile of 64 keys a block runs
-// 8 warps x 128 mma = 4.2 MFLOP on 32 KB of K and V: 128 flops per byte brought in from L2 (the 128
-// rows share every byte), ~2.5 TB/s of L2 traffic at 315 TFLOP/s; with 64-row blocks it would be
-// twice that, near what the L2 can deliver. Shared memory: each warp reads the whole 32 KB tile with
-// ldmatrix for its 16 rows (16 flops per byte), so ~128 B/clk/SM caps the mma near 530 TFLOP/s and
-// a bank conflict costs at once: the swizzle is not optional. Registers per lane (head_dim 128): Q
-// fragments 32, O 64, S/P 32: one block of 8 warps per SM, 2 warps per scheduler.
+// TFLOP. mma.sync on the H100 and H200 (132 SMs) tops out near 636 TFLOP/s and SDPA's FLASH backend
+// (FlashAttention-2) reached ~350 (340-360 non-causal on the H100): the 0.90x target is ~315 TFLOP/s,
+// ~14 ms here. Per tile of 32 keys a block runs 4 warps x 128 mma = 2.1 MFLOP on 16 KB of K and V:
+// 128 flops per byte brought in from L2 (the 128 rows share every byte), ~2.5 TB/s of L2 traffic at
+// 315 TFLOP/s; with 64-row blocks it would be twice that, near what the L2 can deliver. Shared memory:
+// per tile a warp reads the 16 KB of K and V and its own 8 KB of Q with ldmatrix for its 32 rows: 21
+// flops per byte (16 with 16 rows a warp, even with Q in registers), so ~128 B/clk/SM caps the mma
+// near 710 TFLOP/s, past mma.sync's own ceiling (530 with 16 rows a warp); a bank conflict still costs
+// at once: the swizzle is not optional. Registers per lane (head_dim 128): O 128 (2 m tiles x 64),
+// S/P 32, Q 8 per k step (Q for the whole kernel would add 64: it stays in shared memory). 64 KB of
+// shared memory and 128 threads a block: 2 blocks per SM, 2 warps per scheduler, one block's copies
+// and barrier overlapping the other's mma.
+// Measured on an H100 in the same run (reports/variant-sweep-day10-day12.json), TFLOP/s as a fraction
+// of SDPA's FLASH backend, this design against the previous one (8 warps x 16 rows, Q in registers,
+// 64-key tiles, 3 stages): bf16 8 x 2048 causal 0.915 (0.893), fp16 8 x 2048 full 0.854 (0.834), bf16
+// 1 x 16384 full 0.856 (0.840), fp16 1 x 16384 causal 0.918 (0.895). With FA_STAGES 3 this design gave
+// 0.897 / 0.839 / 0.834 / 0.894; the previous one with 2 stages 0.897 / 0.842 / 0.850 / 0.906.
 #include "course/async.cuh"
 #include "course/attention.cuh"
 #include "course/math.cuh"
@@ -41,15 +53,21 @@
 
 namespace {
 
-constexpr int WARPS = 8;
+constexpr int WARPS = 4;
+constexpr int MT = 2;                       // m tiles of 16 query rows per warp
 constexpr int THREADS = WARPS * 32;
-constexpr int BLOCK_Q = 16 * WARPS;  // query rows per block: 16 per warp
-// Keys per tile and the depth of the cp.async ring: knobs that benchmarks/variant_sweep tries.
+constexpr int WARP_ROWS = 16 * MT;          // query rows per warp: 32
+constexpr int BLOCK_Q = WARP_ROWS * WARPS;  // query rows per block: 128
+// Keys per tile, the depth of the cp.async ring and __launch_bounds__' blocks per SM: knobs that
+// benchmarks/variant_sweep tries (the defaults measured best on the H100, see above).
 #ifndef FA_BLOCK_KV
-#define FA_BLOCK_KV 64
+#define FA_BLOCK_KV 32
 #endif
 #ifndef FA_STAGES
-#define FA_STAGES 3
+#define FA_STAGES 2
+#endif
+#ifndef FA_MIN_BLOCKS
+#define FA_MIN_BLOCKS 2
 #endif
 constexpr int BLOCK_KV = FA_BLOCK_KV;  // keys per tile
 constexpr int STAGES = FA_STAGES;      // K/V tiles in the cp.async ring
@@ -65,7 +83,7 @@ __device__ __forceinline__ int swz(int row, int col) {
 // The dynamic shared memory of one block: Q (BLOCK_Q rows, later O), then STAGES x (K tile, V tile).
 template <typename T, int HEAD_DIM>
 constexpr int smem_bytes() {
-  return (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * static_cast<int>(sizeof(T));  // 128 KB at 128
+  return (BLOCK_Q + 2 * STAGES * BLOCK_KV) * HEAD_DIM * static_cast<int>(sizeof(T));  // 64 KB at 128
 }
 
 // The keys the block's rows may see: [0, kv_end) over all its rows, and [0, full_end) for every one
@@ -79,101 +97,128 @@ __device__ __forceinline__ KeyRange key_range(int q0, int seq_q, int seq_kv, boo
   return {max(0, min(seq_kv, last_row + off + 1)), max(0, min(seq_kv, q0 + off + 1))};
 }
 
-// One warp's share of a tile: S = Q K^T for its 16 rows and the tile's BLOCK_KV keys, the online-
-// softmax update of (m, d) and O += P V. MASK: the tile holds keys some row may not see (past
-// seq_kv or past the causal diagonal); lim[r] is the first key row group_row + 8 r may not see.
+// One warp's share of a tile for its MT m tiles of 16 rows (rows q_w + 16 mt .. + 15 of q_s): S = Q K^T
+// over the tile's BLOCK_KV keys, the online-softmax update of (m, d) per row and O += P V. Each K and V
+// fragment loaded from shared memory feeds MT mma; the Q fragments are read from q_s per k step. MASK:
+// the tile holds keys some row may not see: row group_row + 8 r of m tile mt may not see keys from
+// seq_kv on, nor (causal) from lim0 + 16 mt + 8 r on.
 template <bool MASK, typename T, int HEAD_DIM>
 __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* __restrict__ vs,
-                                            const uint32_t (&qf)[HEAD_DIM / 16][4], float (&o_acc)[HEAD_DIM / 8][4],
-                                            float (&m)[2], float (&d)[2], int k0, const int (&lim)[2],
-                                            float scale_log2) {
+                                            const T* __restrict__ q_s, int q_w, float (&o_acc)[MT][HEAD_DIM / 8][4],
+                                            float (&m)[MT][2], float (&d)[MT][2], int k0, int lim0, int seq_kv,
+                                            bool causal, float scale_log2) {
   const int lane = threadIdx.x % 32, pair = lane % 4;
   // BEGIN SOLUTION
-  // STUB: // TODO: this warp's step over one tile (K at ks, V at vs, both [BLOCK_KV][HEAD_DIM] swizzled):
-  // STUB: //  1. S (16 x BLOCK_KV) = Q K^T: per k step kk of 16 and pair of key n-tiles, one
-  // STUB: //     course::ldmatrix_x4 of K (stored [key][dim]: the mma's "col" B operand, no .trans) and two
-  // STUB: //     course::mma_m16n8k16<T> with qf[kk]. s[j][e] is row group_row + 8 (e / 2), key k0 + 8 j + 2 pair + e % 2.
-  // STUB: //  2. MASK: -inf for keys >= lim[e / 2].
+  // STUB: // TODO: this warp's step over one tile (K at ks, V at vs, both [BLOCK_KV][HEAD_DIM] swizzled) for
+  // STUB: // its MT = 2 m tiles of 16 rows:
+  // STUB: //  1. S (MT x 16 x BLOCK_KV) = Q K^T. Per k step kk of 16: the A fragments of both m tiles with
+  // STUB: //     course::ldmatrix_x4 from q_s (rows q_w + 16 mt + lane % 16, columns 16 kk + (lane / 16) 8);
+  // STUB: //     then per pair of key n-tiles one course::ldmatrix_x4 of K (stored [key][dim]: the mma's "col"
+  // STUB: //     B operand, no .trans) feeding course::mma_m16n8k16<T> for both m tiles (4 mma).
+  // STUB: //     s[mt][j][e] is row group_row + 8 (e / 2) of m tile mt, key k0 + 8 j + 2 pair + e % 2.
+  // STUB: //  2. MASK: -inf for keys >= seq_kv and, when causal, keys >= lim0 + 16 mt + 8 (e / 2).
   // STUB: //  3. Per row: the tile's max (the 4 lanes of a quad share a row: __shfl_xor_sync 1, 2), m_new in
   // STUB: //     base 2 (scores x scale_log2), O and d rescaled by 2^(m_old - m_new), p = 2^(s scale_log2 -
   // STUB: //     m_new) (no NaN while a row has seen only -inf), d += p.
   // STUB: //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
-  // STUB: //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans.
-  // STUB: (void)ks; (void)vs; (void)qf; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim; (void)scale_log2; (void)pair;
-  float s[BLOCK_KV / 8][4] = {};
+  // STUB: //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans, each V fragment for both m tiles.
+  // STUB: (void)ks; (void)vs; (void)q_s; (void)q_w; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim0; (void)seq_kv;
+  // STUB: (void)causal; (void)scale_log2; (void)pair;
+  float s[MT][BLOCK_KV / 8][4] = {};
 #pragma unroll
   for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+    // The A fragments of the warp's MT m tiles for this k step, straight from q_s.
+    uint32_t qa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      course::ldmatrix_x4(qa[mt], q_s + swz<HEAD_DIM>(q_w + 16 * mt + lane % 16, kk * 16 + (lane / 16) * 8));
 #pragma unroll
     for (int jp = 0; jp < BLOCK_KV / 16; ++jp) {
       // Lane l gives key 16 jp + l % 8 + (l / 16) 8 at dim chunk (l / 8) % 2 of the k step: bk[0..1]
-      // are the B fragment of keys 16 jp .. + 7, bk[2..3] of keys 16 jp + 8 .. + 15.
+      // are the B fragment of keys 16 jp .. + 7, bk[2..3] of keys 16 jp + 8 .. + 15; each feeds MT mma.
       uint32_t bk[4];
       course::ldmatrix_x4(bk, ks + swz<HEAD_DIM>(16 * jp + lane % 8 + (lane / 16) * 8, kk * 16 + (lane / 8 % 2) * 8));
       const uint32_t b_lo[2] = {bk[0], bk[1]}, b_hi[2] = {bk[2], bk[3]};
-      course::mma_m16n8k16<T>(s[2 * jp], qf[kk], b_lo);
-      course::mma_m16n8k16<T>(s[2 * jp + 1], qf[kk], b_hi);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        course::mma_m16n8k16<T>(s[mt][2 * jp], qa[mt], b_lo);
+        course::mma_m16n8k16<T>(s[mt][2 * jp + 1], qa[mt], b_hi);
+      }
     }
   }
-  if constexpr (MASK) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    if constexpr (MASK) {
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (k0 + 8 * j + 2 * pair + e % 2 >= (causal ? min(seq_kv, max(0, lim0 + 16 * mt + 8 * (e / 2))) : seq_kv))
+            s[mt][j][e] = -INFINITY;
+    }
+    // The tile's row maxima of the raw scores (sm_scale > 0, so the max of s x scale is max(s) x scale).
+    float neg_m[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the quad's 4 lanes hold the row's keys
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[mt][r], mx * scale_log2);
+      // A row that has seen only masked keys keeps m = -inf: shift by 0 there, so that no -inf - -inf
+      // (NaN) appears; its p are 2^-inf = 0 and O, d stay 0. 2^(m_old - m_new) is 0 while m_old = -inf.
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float rescale = course::ptx_exp2(m[mt][r] - m_use);
+      m[mt][r] = m_new;
+      d[mt][r] *= rescale;
+      neg_m[r] = -m_use;
+#pragma unroll
+      for (int n = 0; n < HEAD_DIM / 8; ++n) {
+        o_acc[mt][n][2 * r] *= rescale;
+        o_acc[mt][n][2 * r + 1] *= rescale;
+      }
+    }
+    // p = 2^(s scale_log2 - m): one FFMA and one MUFU.EX2 per score.
 #pragma unroll
     for (int j = 0; j < BLOCK_KV / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (k0 + 8 * j + 2 * pair + e % 2 >= lim[e / 2]) s[j][e] = -INFINITY;
+      for (int e = 0; e < 4; ++e) {
+        s[mt][j][e] = course::ptx_exp2(fmaf(s[mt][j][e], scale_log2, neg_m[e / 2]));
+        d[mt][e / 2] += s[mt][j][e];
+      }
   }
-  // The tile's row maxima of the raw scores (sm_scale > 0, so the max of s x scale is max(s) x scale).
-  float neg_m[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < BLOCK_KV / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the quad's 4 lanes hold the row's 64 keys
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[r], mx * scale_log2);
-    // A row that has seen only masked keys keeps m = -inf: shift by 0 there, so that no -inf - -inf
-    // (NaN) appears; its p are 2^-inf = 0 and O, d stay 0. 2^(m_old - m_new) is 0 while m_old = -inf.
-    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-    const float rescale = course::ptx_exp2(m[r] - m_use);
-    m[r] = m_new;
-    d[r] *= rescale;
-    neg_m[r] = -m_use;
-#pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n) {
-      o_acc[n][2 * r] *= rescale;
-      o_acc[n][2 * r + 1] *= rescale;
-    }
-  }
-  // p = 2^(s scale_log2 - m): one FFMA and one MUFU.EX2 per score.
-#pragma unroll
-  for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[j][e] = course::ptx_exp2(fmaf(s[j][e], scale_log2, neg_m[e / 2]));
-      d[e / 2] += s[j][e];
-    }
   // O += P V, 16 keys per k step: P's C layout is the A layout of the next mma (FlashAttention-2's
   // register reuse), rounded to T for the tensor cores. V with .trans: lane l gives key l % 16 at
-  // dim chunk l / 16 of the 16 dims, so bv[0..1] feed dims 16 nd .. + 7 and bv[2..3] the next 8.
+  // dim chunk l / 16 of the 16 dims, so bv[0..1] feed dims 16 nd .. + 7 and bv[2..3] the next 8, each
+  // for MT mma.
 #pragma unroll
   for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-    const uint32_t pa[4] = {course::pack2<T>(s[2 * kk][0], s[2 * kk][1]), course::pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                            course::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                            course::pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    uint32_t pa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      pa[mt][0] = course::pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      pa[mt][1] = course::pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      pa[mt][2] = course::pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      pa[mt][3] = course::pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int nd = 0; nd < HEAD_DIM / 16; ++nd) {
       uint32_t bv[4];
       course::ldmatrix_x4_trans(bv, vs + swz<HEAD_DIM>(16 * kk + lane % 16, nd * 16 + (lane / 16) * 8));
       const uint32_t b_lo[2] = {bv[0], bv[1]}, b_hi[2] = {bv[2], bv[3]};
-      course::mma_m16n8k16<T>(o_acc[2 * nd], pa, b_lo);
-      course::mma_m16n8k16<T>(o_acc[2 * nd + 1], pa, b_hi);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        course::mma_m16n8k16<T>(o_acc[mt][2 * nd], pa[mt], b_lo);
+        course::mma_m16n8k16<T>(o_acc[mt][2 * nd + 1], pa[mt], b_hi);
+      }
     }
   }
   // END SOLUTION
 }
 
 template <typename T, int HEAD_DIM>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(THREADS, FA_MIN_BLOCKS)
     flash_attention_kernel(T* __restrict__ o, float* __restrict__ lse, const T* __restrict__ q,
                            const T* __restrict__ k, const T* __restrict__ v, int seq_q, int seq_kv, int group,
                            int64_t q_stride, int64_t kv_stride, bool causal, float scale_log2) {
@@ -193,29 +238,31 @@ __global__ void __launch_bounds__(THREADS, 1)
   const T* v_rows = v + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
 
   // BEGIN SOLUTION
-  // STUB: // TODO: the block's 128 query rows q0 .. q0 + 127 of head qh (see the notebook's exercise cell):
+  // STUB: // TODO: the block's 128 query rows q0 .. q0 + 127 of head qh (see the notebook's exercise cell);
+  // STUB: // warp w owns rows q_w .. q_w + 31 (q_w = WARP_ROWS w) as MT = 2 m tiles of 16:
   // STUB: //  1. key_range(): how many tiles of BLOCK_KV keys to visit (none past kv_end) and from which
-  // STUB: //     tile on a mask is needed (full_end); lim[r], the first key this lane's row r may not see.
+  // STUB: //     tile on a mask is needed (full_end); lim0 = q0 + q_w + group_row + seq_kv - seq_q + 1, the
+  // STUB: //     first key this lane's row of m tile 0 may not see under the causal mask.
   // STUB: //  2. Q into q_s with 16-byte cp.async (course::cp_async_zfill: zeros past seq_q), its own commit
   // STUB: //     group; the first STAGES - 1 K/V tiles into the ring, one group each (empty ones too).
-  // STUB: //  3. Wait for Q, __syncthreads, then warp w's Q fragments into registers: qf[kk] with
-  // STUB: //     course::ldmatrix_x4 from rows 16 w + lane % 16, columns 16 kk + (lane / 16) 8.
+  // STUB: //  3. Wait for Q and __syncthreads: attend_tile reads each warp's Q fragments from q_s per tile.
   // STUB: //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
   // STUB: //     stage tile t - 1 used, commit, then attend_tile on stage t % STAGES: MASK false below
   // STUB: //     full_end's tile, true from there on; a masked tile wholly past the warp's last row is skipped.
-  // STUB: //  5. o = O / d (0 where d = 0) rounded to T, through q_s (swizzled) to 16-byte stores of whole
-  // STUB: //     rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
+  // STUB: //  5. Per m tile: o = O / d (0 where d = 0) rounded to T, into the warp's own rows of q_s
+  // STUB: //     (swizzled; __syncwarp first: Q is read there until the last tile), then 16-byte stores of
+  // STUB: //     whole rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
   // STUB: (void)o; (void)lse; (void)q_rows; (void)k_rows; (void)v_rows; (void)q_stride; (void)kv_stride; (void)causal;
   // STUB: (void)scale_log2; (void)q_s; (void)ring; (void)qo_heads; (void)warp; (void)group_row; (void)pair; (void)q0;
   const KeyRange keys = key_range(q0, seq_q, seq_kv, causal);
   const int n_tiles = (keys.kv_end + BLOCK_KV - 1) / BLOCK_KV;
   const int full_tiles = keys.full_end / BLOCK_KV;  // tiles 0 .. full_tiles - 1 need no mask
-  // This lane's rows q0 + 16 warp + group_row + 8 r: the first key each may not see, and the last
-  // key any row of the warp may see (a tile starting past it is skipped by the warp).
-  const int row0 = q0 + 16 * warp + group_row, off = seq_kv - seq_q;
-  const int lim[2] = {causal ? min(seq_kv, max(0, row0 + off + 1)) : seq_kv,
-                      causal ? min(seq_kv, max(0, row0 + 8 + off + 1)) : seq_kv};
-  const int warp_last_key = causal ? q0 + 16 * warp + 15 + off : seq_kv - 1;
+  // This lane's rows are q0 + q_w + 16 mt + group_row + 8 r; lim0: the first key row group_row of
+  // m tile 0 may not see (causal); warp_last_key: the last key any row of the warp may see (a tile
+  // starting past it is skipped by the warp).
+  const int q_w = WARP_ROWS * warp, off = seq_kv - seq_q;  // the warp's first row in the block
+  const int lim0 = q0 + q_w + group_row + off + 1;
+  const int warp_last_key = causal ? q0 + q_w + WARP_ROWS - 1 + off : seq_kv - 1;
 
   // Copies: thread i moves chunk i % CHUNKS of rows i / CHUNKS, + THREADS / CHUNKS, ...; .cg (L2 only):
   // other blocks, not this SM, read the same K and V again.
@@ -249,16 +296,17 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 
   course::cp_async_wait<STAGES - 1>();  // Q's group (the oldest) has landed
-  __syncthreads();
-  uint32_t qf[HEAD_DIM / 16][4];  // A fragments of this warp's 16 rows, for every k step of 16 dims
-#pragma unroll
-  for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
-    course::ldmatrix_x4(qf[kk], q_s + swz<HEAD_DIM>(16 * warp + lane % 16, kk * 16 + (lane / 16) * 8));
+  __syncthreads();                      // everyone's Q: attend_tile reads it from q_s on every tile
 
-  float o_acc[HEAD_DIM / 8][4];  // O (16, HEAD_DIM) in C layout: n tiles of 8 dims
+  float o_acc[MT][HEAD_DIM / 8][4];  // O (16 MT, HEAD_DIM) in C layout: n tiles of 8 dims per m tile
+  float m[MT][2], d[MT][2];          // per row; d is this lane's share
 #pragma unroll
-  for (int n = 0; n < HEAD_DIM / 8; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, d[2] = {0.0f, 0.0f};  // per row; d is this lane's share
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 8; ++n) o_acc[mt][n][0] = o_acc[mt][n][1] = o_acc[mt][n][2] = o_acc[mt][n][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    d[mt][0] = d[mt][1] = 0.0f;
+  }
 
   for (int t = 0; t < n_tiles; ++t) {
     // All but the newest STAGES - 2 groups have landed: tile t has (this thread's copies); after the
@@ -270,38 +318,42 @@ __global__ void __launch_bounds__(THREADS, 1)
     const T* ks = ring + (t % STAGES) * 2 * TILE;
     const int k0 = t * BLOCK_KV;
     if (t < full_tiles)
-      attend_tile<false, T, HEAD_DIM>(ks, ks + TILE, qf, o_acc, m, d, k0, lim, scale_log2);
+      attend_tile<false, T, HEAD_DIM>(ks, ks + TILE, q_s, q_w, o_acc, m, d, k0, lim0, seq_kv, causal, scale_log2);
     else if (k0 <= warp_last_key)  // a tile wholly past the warp's rows adds nothing: skip it
-      attend_tile<true, T, HEAD_DIM>(ks, ks + TILE, qf, o_acc, m, d, k0, lim, scale_log2);
+      attend_tile<true, T, HEAD_DIM>(ks, ks + TILE, q_s, q_w, o_acc, m, d, k0, lim0, seq_kv, causal, scale_log2);
   }
   course::cp_async_wait<0>();  // (only empty groups can be left)
 
-  // The epilogue. d so far is this lane's share of its rows' sums: add the quad's 4 shares.
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    d[r] += __shfl_xor_sync(0xffffffffu, d[r], 1);
-    d[r] += __shfl_xor_sync(0xffffffffu, d[r], 2);
-    inv[r] = d[r] > 0.0f ? 1.0f / d[r] : 0.0f;  // a row without keys: o = 0
-    const int row = row0 + 8 * r;
-    if (pair == 0 && row < seq_q)
-      lse[(static_cast<int64_t>(b) * seq_q + row) * qo_heads + qh] =
-          m[r] == -INFINITY ? -INFINITY : (m[r] + course::ptx_log2(d[r])) * course::LN2;
-  }
-  // o rounded to T into this warp's own 16 rows of q_s (no other warp reads them: no block barrier),
+  // The epilogue, per m tile. d so far is this lane's share of its rows' sums: add the quad's 4 shares.
+  // o rounded to T goes into the warp's own rows of q_s (no other warp reads them: no block barrier),
   // then whole rows out with 16-byte stores: 256 contiguous bytes per row instead of 4-byte pieces.
-  T* o_s = q_s + 16 * warp * HEAD_DIM;
+  T* o_s = q_s + q_w * HEAD_DIM;
 #pragma unroll
-  for (int n = 0; n < HEAD_DIM / 8; ++n)
+  for (int mt = 0; mt < MT; ++mt) {
+    float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const uint32_t packed = course::pack2<T>(o_acc[n][2 * r] * inv[r], o_acc[n][2 * r + 1] * inv[r]);
-      *reinterpret_cast<uint32_t*>(o_s + swz<HEAD_DIM>(group_row + 8 * r, n * 8) + 2 * pair) = packed;
+      d[mt][r] += __shfl_xor_sync(0xffffffffu, d[mt][r], 1);
+      d[mt][r] += __shfl_xor_sync(0xffffffffu, d[mt][r], 2);
+      inv[r] = d[mt][r] > 0.0f ? 1.0f / d[mt][r] : 0.0f;  // a row without keys: o = 0
+      const int row = q0 + q_w + 16 * mt + group_row + 8 * r;
+      if (pair == 0 && row < seq_q)
+        lse[(static_cast<int64_t>(b) * seq_q + row) * qo_heads + qh] =
+            m[mt][r] == -INFINITY ? -INFINITY : (m[mt][r] + course::ptx_log2(d[mt][r])) * course::LN2;
     }
+    __syncwarp();  // every lane has read its last Q fragments of these rows
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 8; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t packed = course::pack2<T>(o_acc[mt][n][2 * r] * inv[r], o_acc[mt][n][2 * r + 1] * inv[r]);
+        *reinterpret_cast<uint32_t*>(o_s + swz<HEAD_DIM>(16 * mt + group_row + 8 * r, n * 8) + 2 * pair) = packed;
+      }
+  }
   __syncwarp();
 #pragma unroll
-  for (int i = lane; i < 16 * CHUNKS; i += 32) {
-    const int r = i / CHUNKS, c = i % CHUNKS, row = q0 + 16 * warp + r;
+  for (int i = lane; i < WARP_ROWS * CHUNKS; i += 32) {
+    const int r = i / CHUNKS, c = i % CHUNKS, row = q0 + q_w + r;
     if (row < seq_q)
       *reinterpret_cast<uint4*>(o + ((static_cast<int64_t>(b) * seq_q + row) * qo_heads + qh) * HEAD_DIM + c * 8) =
           *reinterpret_cast<const uint4*>(o_s + swz<HEAD_DIM>(r, c * 8));
