@@ -132,7 +132,8 @@ def record(label: str, name: str, **metrics) -> None:
 
 # ----------------------------------------------------- the committed GPU report, where there is no GPU
 REPORT = toolchain.ROOT / "reports" / "gpu-verification.json"
-NOTEBOOK_REPORT = toolchain.ROOT / "reports" / "gpu-notebooks.json"  # `verify --notebooks-only`, where run apart
+# `verify --notebooks-only` runs, of the whole course (gpu-notebooks.json) or of some days (gpu-notebooks-day05-day06.json)
+NOTEBOOK_REPORTS = "gpu-notebooks*.json"
 
 
 def _load(path):
@@ -145,14 +146,23 @@ def _load(path):
 
 
 def gpu_report() -> dict | None:
-    """The committed GPU verification run (reports/gpu-verification.json), or None. Where the
-    notebooks ran apart (reports/gpu-notebooks.json), their measurements come from that run,
-    with its environment as "notebook_environment"."""
-    report, notebooks = _load(REPORT), _load(NOTEBOOK_REPORT)
-    if notebooks and notebooks.get("notebook_measurements"):
-        report = dict(report or {"environment": notebooks.get("environment", {})})
-        report["notebook_measurements"] = notebooks["notebook_measurements"]
-        report["notebook_environment"] = notebooks.get("environment", {})
+    """The committed GPU verification run (reports/gpu-verification.json), or None. Its notebook
+    measurements are joined by those of the notebook runs made apart (reports/gpu-notebooks*.json):
+    for each label, the newest run that measured it wins, and each row keeps that run's environment
+    under "_environment" (runs on different days may be on different GPUs)."""
+    report = _load(REPORT)
+    runs = [r for r in (_load(f) for f in sorted(REPORT.parent.glob(NOTEBOOK_REPORTS))) if r]
+    runs = ([report] if report else []) + sorted(runs, key=lambda r: r.get("environment", {}).get("date", ""))
+    newest: dict[str, list] = {}
+    for run in runs:
+        by_label: dict[str, list] = {}
+        for m in run.get("notebook_measurements") or []:
+            by_label.setdefault(m.get("label"), []).append({**m, "_environment": run.get("environment", {})})
+        newest.update(by_label)
+    if not newest:
+        return report
+    report = dict(report or {"environment": runs[-1].get("environment", {})})
+    report["notebook_measurements"] = [m for rows in newest.values() for m in rows]
     return report
 
 
@@ -175,12 +185,12 @@ def reported(label: str, what: str = "") -> dict[str, dict] | None:
     rows = [m for m in report.get("notebook_measurements", []) if m.get("label") == label]
     if what:
         if rows:
-            print(f"No GPU here: {what} shows the numbers {_notebook_caption(report)}, not this machine's.")
+            print(f"No GPU here: {what} shows the numbers {label_caption(label)}, not this machine's.")
         else:
             print(f"Skipped: {what} needs a CUDA GPU, and the committed GPU report has no '{label}' to show instead.")
     if not rows:
         return None
-    return {m["name"]: {k: v for k, v in m.items() if k not in ("label", "name")} for m in rows}
+    return {m["name"]: {k: v for k, v in m.items() if k not in ("label", "name", "_environment")} for m in rows}
 
 
 def measured_or_reported(here: dict | None, label: str, what: str) -> tuple[dict | None, str]:
@@ -189,11 +199,15 @@ def measured_or_reported(here: dict | None, label: str, what: str) -> tuple[dict
     if toolchain.has_gpu() and here is not None:
         return here, ""
     found = reported(label, what)
-    return found, (_notebook_caption(gpu_report() or {}) if found else "")
+    return found, (label_caption(label) if found else "")
 
 
-def _notebook_caption(report: dict) -> str:
-    return report_caption(report.get("notebook_environment") or report.get("environment", {}))
+def label_caption(label: str) -> str:
+    """'measured on <GPU> on <date> (committed GPU report)' for the run whose `label` rows a plot shows."""
+    report = gpu_report() or {}
+    env = next((m["_environment"] for m in report.get("notebook_measurements", []) if m.get("label") == label),
+               report.get("environment", {}))
+    return report_caption(env)
 
 
 def reported_result(exercise: str):

@@ -51,3 +51,25 @@ def test_flashinfer_beside_measurements_become_a_table_of_the_report():
     assert "| day06.rmsnorm | bf16 rows=32768 hidden=4096 (past L2) | x copy | 0.93 | 0.75 | 1.24 | 0.004 |" in text
     # latency: the solution's speed relative to FlashInfer's is FlashInfer's time over the solution's
     assert "| day08.top_p_sampling | 128 x 128256 llm top_p~0.9 | us | 170 | 85 | 0.50 | - |" in text
+
+
+def test_notebook_measurements_join_the_part_runs_newest_first(tmp_path, monkeypatch):
+    """Without a GPU, a notebook shows the committed numbers: a label measured by a later notebook run
+    (gpu-notebooks-dayNN-dayMM.json) replaces the older run's, and keeps its own GPU for the caption."""
+    import json
+
+    from grader import nb
+
+    def run(gpu, date, rows):
+        return {"environment": {"gpu": gpu, "date": date},
+                "notebook_measurements": [{"label": lab, "name": "solution", "gbps": v} for lab, v in rows]}
+
+    (tmp_path / "gpu-verification.json").write_text(json.dumps(run("H200", "2026-11-20 10:00 UTC", [("a", 1), ("b", 2)])))
+    (tmp_path / "gpu-notebooks-day05-day06.json").write_text(json.dumps(run("H100", "2026-11-26 13:00 UTC", [("b", 3)])))
+    (tmp_path / "gpu-notebooks-day01-day04.json").write_text(json.dumps(run("H100", "2026-11-25 13:00 UTC", [("b", 9), ("c", 4)])))
+    monkeypatch.setattr(nb, "REPORT", tmp_path / "gpu-verification.json")
+    assert nb.reported("a") == {"solution": {"gbps": 1}}
+    assert nb.reported("b") == {"solution": {"gbps": 3}}  # the newest run that measured b
+    assert nb.reported("c") == {"solution": {"gbps": 4}}
+    assert nb.label_caption("a").startswith("measured on H200 on 2026-11-20")
+    assert nb.label_caption("b").startswith("measured on H100 on 2026-11-26")

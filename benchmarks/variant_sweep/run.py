@@ -3,7 +3,7 @@ to its graded baseline: the measurement behind a solution's tuning constants. Ru
 root on a GPU machine:
     python3 benchmarks/variant_sweep/run.py 'day14.rope:ROPE_HEADS_PER_STEP=8' 'day14.rope:' ...
 Each argument is EXERCISE:NAME=VALUE,NAME=VALUE (nothing after the colon: the solution as it is), or
-EXERCISE@FILE:... to grade FILE (a candidate design, e.g. benchmarks/day12_flash_sweep/candidate.cu)
+EXERCISE@FILE:... to grade FILE (a candidate design, e.g. a copy of the solution with another tiling)
 in place of the solution.
 Every variant goes through `grader check --source` (correct on one seed, then timed beside its
 baselines in the same run); writes $OUT/variant-sweep.json when $OUT is set. The variants are first

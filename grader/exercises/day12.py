@@ -203,7 +203,7 @@ EXERCISES = [
                 "kv_heads, d] (query head qh reads KV head qh / group), fp16/bf16 in, fp32 math, d 64 or 128, "
                 "any lengths from 1; causal masks aligned bottom-right (query i sees keys j <= i + seq_kv - "
                 "seq_q; a query with no key: o = 0, lse = -inf); lse in natural log; q, k, v may be strided "
-                "slices of one fused qkv. Q in registers, K/V tiles through a cp.async pipeline into swizzled "
+                "slices of one fused qkv. Q fragments by ldmatrix, K/V tiles through a cp.async pipeline into swizzled "
                 "shared memory, mma.sync + ldmatrix, online softmax, masked tiles skipped. At least 0.90x SDPA's "
                 "FLASH backend in TFLOP/s.",
         entry_points=[
