@@ -101,7 +101,7 @@ ADAPTERS = {
     "day08.top_p_sampling": Adapter("flashinfer.sampling.top_p_sampling_from_probs", _top_p, compare=()),
     "day11.batch_decode": Adapter("flashinfer.BatchDecodeWithPagedKVCacheWrapper", _decode, _decode_plan,
                                   compare=("o",)),
-    "day12.flash_attention": Adapter("flashinfer.BatchPrefillWithRaggedKVCacheWrapper (fa2)", _prefill, _prefill_plan,
+    "day12.flash_attention": Adapter("flashinfer.BatchPrefillWithRaggedKVCacheWrapper", _prefill, _prefill_plan,
                                      compare=("o",)),
     "day14.rope": Adapter("flashinfer.apply_rope_pos_ids_inplace", _rope, compare=("q", "k")),
 }
