@@ -123,11 +123,14 @@ def extra_include_dirs() -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     for header in found[0].parent.glob("curand*.h"):
         link = folder / header.name
-        if not link.exists():
-            try:
-                link.symlink_to(header)
-            except FileExistsError:  # another process made it first
-                pass
+        if link.is_symlink() and os.readlink(link) == str(header):
+            continue
+        # A link left by another environment (a .venv made again elsewhere) dangles or points at other
+        # headers: replace it, atomically, since several builds may get here at once.
+        tmp = folder / f".{header.name}.{os.getpid()}.tmp"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(header)
+        os.replace(tmp, link)
     return [str(folder)]
 
 

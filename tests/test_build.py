@@ -133,3 +133,23 @@ def test_a_second_builder_of_the_same_module_waits_then_loads_it():
     holder.close()
     t.join(30)
     assert got and got[0].cached and got[0].name == first.name
+
+
+def test_curand_header_links_left_by_another_environment_are_replaced(tmp_path, monkeypatch):
+    """The curand*.h links in the build cache point into one .venv; made again elsewhere (another
+    clone, a fresh `make setup`), the old links dangle and must not hide the headers."""
+    from grader import toolchain
+
+    if not toolchain.extra_include_dirs():
+        pytest.skip("the CUDA toolkit here has curand_kernel.h itself: no links are made")
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "include-extra"
+    folder.mkdir()
+    (folder / "curand_kernel.h").symlink_to(tmp_path / "gone" / "curand_kernel.h")  # dangling
+    toolchain.extra_include_dirs.cache_clear()
+    try:
+        assert toolchain.extra_include_dirs() == [str(folder)]
+        assert (folder / "curand_kernel.h").exists()
+        assert "curand" in (folder / "curand_kernel.h").read_text()
+    finally:
+        toolchain.extra_include_dirs.cache_clear()
