@@ -191,3 +191,19 @@ def test_module_checks_hand_the_kernels_over_before_opcheck(solution, tmp_path, 
                       "wrong_use_kernels", tmp_path, "use_kernels")
     rows = day14.decoder_module_checks(SimpleNamespace(module=broken, kernels=kernels), True, "wrong_use_kernels")
     assert [r[1] for r in rows if r[2] == "fail"] == ["use_kernels(kernels)"]
+
+
+@pytest.mark.parametrize("line", ["import grader", "import grader.check.compare as judge",
+                                  "from grader.exercises import day14 as spec"])
+def test_a_module_may_not_import_the_grader(line):
+    """The module is imported into the grading process: with the grader in reach it could replace
+    the reference or the comparison that judge it (`judge.compare = ...`)."""
+    import types
+
+    from grader.check.result import Result
+    from grader.check.static import python_checks
+
+    source = types.SimpleNamespace(path="kernels/day14/decoder.py", text=line + "\n" + SOLUTION.read_text())
+    result = Result("day14.decoder", source.path, "cpu")
+    assert not python_checks(day14.DECODER, source, result)
+    assert any("imports grader" in i.detail for i in result.failures), result.items

@@ -104,10 +104,12 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
 
 # A Python-module exercise may use torch and the course's own modules; nothing that reaches
 # files, processes, the network or the interpreter's machinery (the sandbox is the backstop).
+# "grader": the module runs in the grading process, where importing the grader would let it replace
+# the reference, the comparison or the timing that judge it.
 PY_DENY_MODULES = {"os", "sys", "subprocess", "socket", "ctypes", "cffi", "importlib", "shutil", "pathlib",
                    "io", "builtins", "multiprocessing", "threading", "signal", "pickle", "marshal", "requests",
                    "urllib", "http", "ftplib", "glob", "tempfile", "mmap", "resource", "pty", "fcntl", "gc",
-                   "inspect", "runpy", "code", "codeop"}
+                   "inspect", "runpy", "code", "codeop", "grader"}
 PY_DENY_NAMES = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
                  "input", "getattr", "setattr", "delattr"}
 
