@@ -193,9 +193,12 @@ def test_module_checks_hand_the_kernels_over_before_opcheck(solution, tmp_path, 
     assert [r[1] for r in rows if r[2] == "fail"] == ["use_kernels(kernels)"]
 
 
-@pytest.mark.parametrize("line", ["import grader", "import grader.check.compare as judge",
-                                  "from grader.exercises import day14 as spec"])
-def test_a_module_may_not_import_the_grader(line):
+@pytest.mark.parametrize("line, says", [
+    ("import grader", "imports grader"), ("import grader.check.compare as judge", "imports grader"),
+    ("from grader.exercises import day14 as spec", "imports grader"),
+    ("judge = torch.sys.modules['grader.check.compare']", "reaches sys through another module"),
+    ("shell = torch.os", "reaches os through another module")])
+def test_a_module_may_not_import_the_grader(line, says):
     """The module is imported into the grading process: with the grader in reach it could replace
     the reference or the comparison that judge it (`judge.compare = ...`)."""
     import types
@@ -206,4 +209,4 @@ def test_a_module_may_not_import_the_grader(line):
     source = types.SimpleNamespace(path="kernels/day14/decoder.py", text=line + "\n" + SOLUTION.read_text())
     result = Result("day14.decoder", source.path, "cpu")
     assert not python_checks(day14.DECODER, source, result)
-    assert any("imports grader" in i.detail for i in result.failures), result.items
+    assert any(says in i.detail for i in result.failures), result.items

@@ -178,6 +178,9 @@ def python_checks(ex: Exercise, source, result: Result) -> bool:
             denied.append(f"{source.path}:{node.lineno}: uses {node.id}")
         if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
             denied.append(f"{source.path}:{node.lineno}: reaches into {node.attr}")
+        elif isinstance(node, ast.Attribute) and (node.attr in PY_DENY_MODULES or node.attr == "modules"):
+            # a denied module reached through one that imported it (torch.sys.modules, torch.os, ...)
+            denied.append(f"{source.path}:{node.lineno}: reaches {node.attr} through another module")
     if denied:
         result.add("source", "does its own work", "fail", "; ".join(denied[:5]))
         return False
