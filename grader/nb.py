@@ -151,8 +151,8 @@ def gpu_report() -> dict | None:
     for each label, the newest run that measured it wins, and each row keeps that run's environment
     under "_environment" (runs on different days may be on different GPUs)."""
     report = _load(REPORT)
-    runs = [r for r in (_load(f) for f in sorted(REPORT.parent.glob(NOTEBOOK_REPORTS))) if r]
-    runs = ([report] if report else []) + sorted(runs, key=lambda r: r.get("environment", {}).get("date", ""))
+    runs = [r for r in [report, *(_load(f) for f in sorted(REPORT.parent.glob(NOTEBOOK_REPORTS)))] if r]
+    runs.sort(key=lambda r: r.get("environment", {}).get("date", ""))  # oldest first: a newer run wins
     newest: dict[str, list] = {}
     for run in runs:
         by_label: dict[str, list] = {}

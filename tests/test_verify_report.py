@@ -73,3 +73,7 @@ def test_notebook_measurements_join_the_part_runs_newest_first(tmp_path, monkeyp
     assert nb.reported("c") == {"solution": {"gbps": 4}}
     assert nb.label_caption("a").startswith("measured on H200 on 2026-11-20")
     assert nb.label_caption("b").startswith("measured on H100 on 2026-11-26")
+    # a whole-course run newer than the parts wins over them
+    (tmp_path / "gpu-verification.json").write_text(json.dumps(run("H200", "2026-11-27 10:00 UTC", [("b", 5)])))
+    assert nb.reported("b") == {"solution": {"gbps": 5}}
+    assert nb.reported("c") == {"solution": {"gbps": 4}}
