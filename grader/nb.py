@@ -202,26 +202,50 @@ def measured_or_reported(here: dict | None, label: str, what: str) -> tuple[dict
     return found, (label_caption(label) if found else "")
 
 
+def label_environment(label: str) -> dict:
+    """The GPU (gpu, peak_gbps, l2_mb, date, ...) of the committed run whose `label` rows a plot shows."""
+    report = gpu_report() or {}
+    return dict(next((m["_environment"] for m in report.get("notebook_measurements", []) if m.get("label") == label),
+                     report.get("environment", {})))
+
+
 def label_caption(label: str) -> str:
     """'measured on <GPU> on <date> (committed GPU report)' for the run whose `label` rows a plot shows."""
-    report = gpu_report() or {}
-    env = next((m["_environment"] for m in report.get("notebook_measurements", []) if m.get("label") == label),
-               report.get("environment", {}))
-    return report_caption(env)
+    return report_caption(label_environment(label))
+
+
+VERIFY_REPORTS = "gpu-verification*.json"  # the whole course's, and parts' (gpu-verification-day12.json, ...)
+
+
+def _reported_solution(exercise: str) -> tuple[dict, dict] | None:
+    """(grading row, environment) of the reference solution's newest graded run among the committed
+    GPU verification reports, or None."""
+    found = None
+    for path in sorted(REPORT.parent.glob(VERIFY_REPORTS)):
+        report = _load(path) or {}
+        env = report.get("environment", {})
+        for row in report.get("grading", []):
+            if row.get("exercise") == exercise and row.get("kind") == "solution" and (
+                    found is None or env.get("date", "") > found[1].get("date", "")):
+                found = (row, env)
+    return found
 
 
 def reported_result(exercise: str):
-    """The reference solution's graded run from the committed GPU report, as a Result whose
-    performance rows plot like a learner's (`.plot()`); None if the report has none."""
+    """The reference solution's graded run from the committed GPU reports (the newest that graded it),
+    as a Result whose performance rows plot like a learner's (`.plot()`); None if none has it. Its
+    `caption` says which GPU and when."""
     from .check.result import Result
 
-    for row in (gpu_report() or {}).get("grading", []):
-        if row.get("exercise") == exercise and row.get("kind") == "solution":
-            res = Result(exercise, f"solutions/ ({report_caption()})", "gpu")
-            for item in row.get("items", []):
-                res.add(item["group"], item["name"], item["status"], item.get("detail", ""), item.get("metrics"))
-            return res
-    return None
+    found = _reported_solution(exercise)
+    if found is None:
+        return None
+    row, env = found
+    res = Result(exercise, f"solutions/ ({report_caption(env)})", "gpu")
+    for item in row.get("items", []):
+        res.add(item["group"], item["name"], item["status"], item.get("detail", ""), item.get("metrics"))
+    res.caption = report_caption(env)
+    return res
 
 
 def plot_result(result, ax=None):
@@ -238,9 +262,9 @@ def plot_result(result, ax=None):
         print("Skipped: the performance plot needs a CUDA GPU, and the committed GPU report has none for "
               f"{result.exercise}.")
         return None
-    print(f"No GPU here, so your kernel was not timed. The plot shows the reference solution, {report_caption()}:"
+    print(f"No GPU here, so your kernel was not timed. The plot shows the reference solution, {ref.caption}:"
           " what the target means on that GPU.")
-    return ref.plot(ax=ax, kernel_label="reference solution", caption=report_caption())
+    return ref.plot(ax=ax, kernel_label="reference solution", caption=ref.caption)
 
 
 # ------------------------------------------------------- Nsight Compute through jupyterlab-nvidia-nsight

@@ -77,3 +77,26 @@ def test_notebook_measurements_join_the_part_runs_newest_first(tmp_path, monkeyp
     (tmp_path / "gpu-verification.json").write_text(json.dumps(run("H200", "2026-11-27 10:00 UTC", [("b", 5)])))
     assert nb.reported("b") == {"solution": {"gbps": 5}}
     assert nb.reported("c") == {"solution": {"gbps": 4}}
+
+
+def test_the_reference_plot_without_a_gpu_comes_from_the_newest_report_that_graded_it(tmp_path, monkeypatch):
+    """Days graded in parts (gpu-verification-day12.json, ...) still give a learner without a GPU the
+    reference solution's plot, from the newest run that graded the exercise, captioned with its GPU."""
+    import json
+
+    from grader import nb
+
+    def report(gpu, date, ratio):
+        item = {"group": "performance", "name": "case", "status": "pass", "detail": "",
+                "metrics": {"value": 1.0, "unit": "GB/s", "ratio": ratio, "baseline": "copy", "target": 0.9}}
+        return {"environment": {"gpu": gpu, "date": date},
+                "grading": [{"exercise": "day12.flash_attention", "kind": "solution", "items": [item]}]}
+
+    (tmp_path / "gpu-verification.json").write_text(json.dumps({"environment": {"gpu": "H200", "date": "2026-11-20"}}))
+    (tmp_path / "gpu-verification-day12.json").write_text(json.dumps(report("H100", "2026-11-26 13:00 UTC", 0.91)))
+    (tmp_path / "gpu-verification-day10-day12.json").write_text(json.dumps(report("H200", "2026-11-21 13:00 UTC", 0.8)))
+    monkeypatch.setattr(nb, "REPORT", tmp_path / "gpu-verification.json")
+    ref = nb.reported_result("day12.flash_attention")
+    assert ref.caption.startswith("measured on H100 on 2026-11-26")
+    assert [i.metrics["ratio"] for i in ref.performance()] == [0.91]
+    assert nb.reported_result("day11.batch_decode") is None
