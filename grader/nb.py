@@ -132,7 +132,7 @@ def record(label: str, name: str, **metrics) -> None:
 
 # ----------------------------------------------------- the committed GPU report, where there is no GPU
 REPORT = toolchain.ROOT / "reports" / "gpu-verification.json"
-# `verify --notebooks-only` runs, of the whole course (gpu-notebooks.json) or of some days (gpu-notebooks-day05-day06.json)
+# `verify --notebooks-only` runs: of the whole course (gpu-notebooks.json) or of some days (gpu-notebooks-day05-day06.json)
 NOTEBOOK_REPORTS = "gpu-notebooks*.json"
 
 
