@@ -36,21 +36,37 @@ class Timing:
 
 
 class L2Flusher:
-    """Writes a buffer bigger than L2 with an SM kernel (torch's fill_), so the
-    next timed call starts with a cold cache, as it would inside a real model."""
+    """Evicts L2 before a timed call, so that the call starts with a cold cache, as it would
+    inside a real model. `mode` (benchmarks/l2_flush compares them):
+    - "write": write a buffer bigger than L2 with an SM kernel (torch's fill_). L2 is left
+      full of the buffer's dirty lines, which the timed call then writes back to DRAM as it
+      evicts them: up to one L2 of writes charged to the call.
+    - "read": read such a buffer (a reduction): L2 is left holding clean lines.
+    - "write+read": write it, then read it."""
 
-    def __init__(self):
+    MODES = ("write", "read", "write+read")
+
+    def __init__(self, mode: str = "write"):
         import torch
 
+        if mode not in self.MODES:
+            raise ValueError(f"L2Flusher mode {mode!r}: one of {self.MODES}")
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        self.mode = mode
         self.nbytes = max(256 << 20, 2 * l2)
         self.buf = torch.empty(self.nbytes // 4, dtype=torch.int32, device="cuda")
+        self.buf.zero_()
         self.count = 0
         _reset_persisting_l2()
 
     def __call__(self):
+        import torch
+
         self.count += 1
-        self.buf.fill_(self.count & 0xFF)
+        if self.mode != "read":
+            self.buf.fill_(self.count & 0xFF)
+        if self.mode != "write":
+            torch.amax(self.buf)
 
 
 def _reset_persisting_l2():
