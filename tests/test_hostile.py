@@ -196,7 +196,7 @@ def test_building_does_not_load_the_module():
     source = written("load_time_constructor")
     Path(CANARY + "load_time_constructor").unlink(missing_ok=True)
     built = build([source], name="hostile_build_only", quiet=True, load=False)
-    assert built.module is None and (built.directory / f"{built.name}.so").exists()
+    assert built.module is None and built.library.exists()
     assert not os.path.exists(CANARY + "load_time_constructor")
     again = build([source], name="hostile_build_only", quiet=True, load=False)
     assert again.cached and again.module is None

@@ -4,6 +4,13 @@
 of every input (sources, course headers, flags, torch, arch), so an edited kernel always
 rebuilds, an unchanged one loads from the cache in well under a second, and a failed
 build leaves nothing behind.
+
+The binding (pybind11 over torch's headers: most of a cold build's time, ~7 of ~9 s) depends
+only on the entry points' prototypes, which an edit of a kernel's body leaves alone. It is
+compiled once per prototype set into an object of its own (ext/bindings/), by load_inline too,
+and each build of the kernels links that object in: an edited kernel costs nvcc and a link.
+Every build sharing a binding is a Python module of the binding's name (its PyInit symbol),
+each in its own folder; they load side by side by path.
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, tar
 
 # A trivial kernel built first: it makes the shared precompiled torch header before parallel builds.
 WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
-BINDING_VERSION = "3"  # bump when generate_binding's output changes
+BINDING_VERSION = "4"  # bump when generate_binding's output, or how it is built, changes
 
 
 BUILDING = threading.Event()  # set while a build prints its progress (the CLI's ticker keeps quiet)
@@ -91,14 +98,22 @@ def _tick_interval() -> float | None:
 class Built:
     """A built extension: the Python module, its exports, and what it cost."""
     module: object
-    name: str
+    name: str          # the build's identity (and folder): a hash of everything it was built from
     directory: Path
     exports: list[Export]
     kernels: list[str]
     seconds: float
     cached: bool
 
+    @property
+    def library(self) -> Path:
+        """The shared object: named after the build's binding (see the top of this file)."""
+        found = sorted(self.directory.glob("*.so"))
+        return found[0] if len(found) == 1 else self.directory / f"{self.name}.so"
+
     def __getattr__(self, item):
+        if item in ("module", "directory", "name"):  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(item)
         return getattr(self.module, item)
 
 
@@ -191,20 +206,68 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     if module_name in _loaded:
         return _loaded[module_name]
     build_dir = toolchain.cache_dir() / "ext" / module_name
+    import_name = _module_name(name, "b" + binding_key(binding, arch, features))
     with _module_lock(build_dir):
-        if (build_dir / f"{module_name}.so").exists():
+        if (build_dir / f"{import_name}.so").exists():
             # Same hash, same inputs: import the built module without asking ninja.
             module = load_built(build_dir, module_name) if load else None
             built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
         else:
-            built = _build(sources, what, binding, arch, features, flags, module_name, build_dir, exports, kernels, load,
-                           quiet)
+            built = _build(sources, what, binding, arch, features, flags, module_name, import_name, build_dir, exports,
+                           kernels, load, quiet)
     if load:
         _loaded[module_name] = built
     return built
 
 
-def _build(sources, what, binding, arch, features, flags, module_name, build_dir, exports, kernels, load,
+def binding_key(binding: str, arch: str, features: dict) -> str:
+    """The hash the binding's object is cached under: its text, torch, CUDA, the arch and the
+    include folders (the course's headers are not read by it, but a checkout keeps its own)."""
+    import torch
+
+    return content_hash([], [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(toolchain.INCLUDE),
+                             *map(str, toolchain.extra_include_dirs()), arch, str(features)])
+
+
+def _inline_kwargs(name: str, build_dir: Path, arch: str, features: dict, flags=()) -> dict:
+    """load_inline's arguments shared by the binding's build and the kernels' builds."""
+    kwargs = dict(name=name, extra_cuda_cflags=_cuda_cflags(arch) + list(flags),
+                  extra_include_paths=[str(toolchain.INCLUDE), *toolchain.extra_include_dirs()],
+                  build_directory=str(build_dir), verbose=False, with_cuda=True)
+    if features["no_implicit_headers"]:
+        kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
+    return kwargs
+
+
+def _binding_object(binding: str, import_name: str, arch: str, features: dict, torch_include: Path, use_pch: bool,
+                    what: str, sources) -> Path:
+    """The binding compiled once for every build that shares it (load_inline of the binding alone:
+    its own folder, its main.o kept): the object those builds link in."""
+    from torch.utils import cpp_extension
+
+    bdir = toolchain.cache_dir() / "ext" / "bindings" / import_name
+    obj = bdir / "main.o"
+    with _module_lock(bdir):
+        if (bdir / f"{import_name}.so").exists() and obj.exists():
+            return obj
+        bdir.mkdir(parents=True, exist_ok=True)
+        kwargs = dict(_inline_kwargs(import_name, bdir, arch, features), cpp_sources=[binding])
+        if use_pch:
+            kwargs["use_pch"] = True  # precompiled torch/extension.h (written next to it)
+        try:  # linked too, with the kernels' symbols left undefined: a shared library may
+            with _pch_lock(torch_include, use_pch):
+                _load_inline(cpp_extension, kwargs, False)
+        except RuntimeError as e:
+            shutil.rmtree(bdir, ignore_errors=True)
+            raise without_foreign_text(parse_first_error(str(e), sources, what), bdir / "main.cpp",
+                                       [s.path for s in sources] + [str((bdir / "main.cpp").resolve())]) from None
+        except Exception:
+            shutil.rmtree(bdir, ignore_errors=True)
+            raise
+    return obj
+
+
+def _build(sources, what, binding, arch, features, flags, module_name, import_name, build_dir, exports, kernels, load,
            quiet) -> Built:
     """The build itself (the caller holds the module's lock and found no built module)."""
     import torch
@@ -214,20 +277,21 @@ def _build(sources, what, binding, arch, features, flags, module_name, build_dir
 
     # #line makes nvcc report errors against the real file and line.
     cuda_text = "\n".join(f'#line 1 "{s.path}"\n{s.text}' for s in sources)
-    kwargs = dict(
-        name=module_name, cpp_sources=[binding], cuda_sources=[cuda_text],
-        extra_cuda_cflags=_cuda_cflags(arch) + list(flags), extra_include_paths=[str(toolchain.INCLUDE), *toolchain.extra_include_dirs()],
-        build_directory=str(build_dir), verbose=False,
-    )
-    if features["no_implicit_headers"]:
-        kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
     torch_include = Path(torch.__file__).parent / "include" / "torch"
-    if features["use_pch"] and os.access(torch_include, os.W_OK):
-        kwargs["use_pch"] = True  # precompiled torch/extension.h (written next to it) for the binding
-    first_pch = bool(kwargs.get("use_pch")) and not (torch_include / "extension.h.gch").exists()
-    with _build_lock, _Progress(what, quiet, first_pch) as progress, _pch_lock(torch_include, kwargs.get("use_pch")):
+    use_pch = bool(features["use_pch"] and os.access(torch_include, os.W_OK))
+    first_pch = use_pch and not (torch_include / "extension.h.gch").exists()
+    # main.cpp is empty: the binding comes in as its cached object. use_pch stays on where it
+    # was (load_inline deletes the shared precompiled header when told use_pch=False).
+    kwargs = dict(_inline_kwargs(import_name, build_dir, arch, features, flags), cpp_sources=[""],
+                  cuda_sources=[cuda_text])
+    if use_pch:
+        kwargs["use_pch"] = True
+    with _build_lock, _Progress(what, quiet, first_pch) as progress:
+        obj = _binding_object(binding, import_name, arch, features, torch_include, use_pch, what, sources)
+        kwargs["extra_ldflags"] = [str(obj)]
         try:
-            module = _load_inline(cpp_extension, kwargs, load)
+            with _pch_lock(torch_include, use_pch):
+                module = _load_inline(cpp_extension, kwargs, load)
         except RuntimeError as e:
             foreign = foreign_reads(build_dir, [s.path for s in sources])  # before the error quotes such a file
             shutil.rmtree(build_dir, ignore_errors=True)  # a failed build never sticks
@@ -265,6 +329,12 @@ class _module_lock:
 def _load_inline(cpp_extension, kwargs: dict, load: bool):
     """load_inline; with load=False the same build, but the module is not imported (torch's
     `_import_module_from_library`, the step that imports it, does nothing for the while)."""
+    # torch renames a module built twice in one process from other sources (name_v1, name_v2, ...):
+    # every build of a binding keeps the binding's name (its PyInit symbol is in the shared object),
+    # and each has a folder of its own, so forget the earlier ones.
+    versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+    if versioner is not None and hasattr(versioner, "entries"):
+        versioner.entries.pop(kwargs["name"], None)
     if load:
         return cpp_extension.load_inline(**kwargs)
     importer = getattr(cpp_extension, "_import_module_from_library", None)
@@ -363,6 +433,12 @@ def load_built(directory: str | Path, module_name: str):
     import torch  # noqa: F401  (the extension links against libtorch)
 
     path = Path(directory) / f"{module_name}.so"
+    if not path.exists():  # a build of kernels: its module has the name of its binding (build())
+        found = sorted(Path(directory).glob("*.so"))
+        if len(found) != 1:
+            raise ImportError(f"no single built module in {directory}: {[p.name for p in found]}")
+        path = found[0]
+        module_name = path.stem
     loader = importlib.machinery.ExtensionFileLoader(module_name, str(path))
     spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)

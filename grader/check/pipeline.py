@@ -7,6 +7,7 @@ a call and times the performance cases (supervise.py, worker.py).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -65,6 +66,10 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     t_checks = time.perf_counter()
     if not static_checks(ex, src, result):
         return prep
+    # Where a GPU will run it, the extension builds (never loads) beside the SASS checks: a
+    # learner's edit waits for the longer of the two, not for both.
+    early = _BUILDS.submit(_build.build, [src], name=ex.id.replace(".", "_"), quiet=quiet, load=False) \
+        if toolchain.has_gpu() else None
     report = sass_checks(ex, src, result)
     result.add_time("source and SASS checks", time.perf_counter() - t_checks)
     if any(i.group == "build" for i in result.failures):
@@ -84,11 +89,13 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
         return prep
+    t_wait = time.perf_counter()
     try:  # built, never loaded here: only the sandboxed worker runs a submission's code
-        built = _build.build([src], name=ex.id.replace(".", "_"), quiet=quiet, load=False)
+        built = early.result()
     except _build.BuildError as e:
         result.add("build", "torch extension", "fail", e.summary())
         return prep
+    waited = time.perf_counter() - t_wait
     # The object the extension was linked from, checked too: what runs is what was checked
     # (the extension's nvcc command defines macros of its own that a submission could test for).
     objects = sorted(Path(built.directory).glob("*.cuda.o"))
@@ -105,7 +112,8 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         result.add("source", "reads only the course and system headers", "fail", reads_message(reads) + " (in the build)")
         return prep
     result.build_seconds = built.seconds
-    result.add_time("build" if not built.cached else "build (cached)", built.seconds)
+    # the time this check waited for the build after the SASS checks (the build took built.seconds)
+    result.add_time("build" if not built.cached else "build (cached)", waited)
     if ex.learner_file == "template":
         _cache_hit_check(ex, template, built, result)
     # The kernels the call may launch: those the compiled SASS holds (what was built, however it is
@@ -114,6 +122,12 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     prep.module_dir, prep.module_name = str(built.directory), built.name
     prep.kernels = sorted(compiled | set(built.kernels))
     return prep
+
+
+# Builds started before the SASS checks end (one process grades one submission at a time; class
+# grading runs several processes). Not daemon threads: a build cut off at exit would leave torch's
+# lock file in its folder, and the next build of that source would wait on it for ever.
+_BUILDS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="build")
 
 
 def _render(ex: Exercise, template: _build.Source, result: Result) -> _build.Source | None:
