@@ -1,10 +1,11 @@
 """The learner's loop (issue 16): from an edited exercise file to the verdict, for every exercise of
 Days 1-6. Each exercise's solution is copied with a fresh comment line (a new content hash, so the
-build is cold, as after a learner's edit) and graded with `python -m grader check EX --source FILE`,
-exactly as a learner runs it; the wall time of the whole command and the check's own timing line
-(where its time went, stage by stage) are recorded. One check of the first exercise (from an edit of its own) runs first so
-that the interpreter's and the toolchain's first-use costs (torch's precompiled header) are not
-charged to the first exercise: a learner's machine has them warm. Run from the repo root:
+kernel's build is cold, as after a learner's edit) and graded with `python -m grader check EX --source
+FILE`, exactly as a learner runs it; the wall time of the whole command and the check's own timing
+line (where its time went, stage by stage) are recorded. Each exercise is checked twice, from two
+edits: the first check of the exercise on this machine ("first": it also compiles the exercise's
+binding, once) and the one after an edit ("edit": the loop a learner repeats, judged against the
+target). Run from the repo root:
     python3 benchmarks/learner_loop/run.py [EXERCISE ...]     (writes $OUT/learner-loop.json)"""
 import json
 import os
@@ -44,25 +45,25 @@ def graded(eid: str, folder: Path) -> dict:
 def main():
     ids = sys.argv[1:] or [e.id for e in exercises.all_exercises().values() if e.day <= "day06"]
     folder = Path(tempfile.mkdtemp(prefix="loop-"))
-    warm = graded(ids[0], folder)  # (graded again below, from another edit: a cold build again)
-    print(f"warm-up check ({warm['exercise']}): {warm['wall_s']:.1f} s, {warm['verdict']}", flush=True)
     rows = []
     for eid in ids:
-        row = graded(eid, folder)
-        rows.append(row)
-        stages = ", ".join(f"{k} {v:.1f}" for k, v in row.get("timings", {}).items())
-        print(f"{eid:32s} {row['wall_s']:6.1f} s  {row['verdict']:5s}  [{stages}]"
-              + (f"  FAILED {row['failed']}" if row.get("failed") else "") + (f" {row.get('error', '')}"), flush=True)
-    worst = max((r["wall_s"] for r in rows), default=0.0)
-    report = {"commit": os.environ.get("COURSE_COMMIT", "unknown"), "target_s": TARGET_S, "worst_s": worst,
-              "meets_target": worst <= TARGET_S and all(r["verdict"] == "pass" for r in rows), "rows": rows}
+        for kind in ("first", "edit"):
+            row = dict(graded(eid, folder), check=kind)
+            rows.append(row)
+            stages = ", ".join(f"{k} {v:.1f}" for k, v in row.get("timings", {}).items())
+            print(f"{eid:28s} {kind:5s} {row['wall_s']:6.1f} s  {row['verdict']:5s}  [{stages}]"
+                  + (f"  FAILED {row['failed']}" if row.get("failed") else "") + f" {row.get('error', '')}", flush=True)
+    edits = [r for r in rows if r["check"] == "edit"]
+    worst = max((r["wall_s"] for r in edits), default=0.0)
+    report = {"commit": os.environ.get("COURSE_COMMIT", "unknown"), "target_s": TARGET_S, "worst_edit_s": worst,
+              "meets_target": worst <= TARGET_S and all(r["verdict"] == "pass" for r in edits), "rows": rows}
     try:
         import torch
         report["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     except ImportError:
         pass
     Path(os.environ.get("OUT", "/tmp"), "learner-loop.json").write_text(json.dumps(report, indent=1))
-    print(f"worst {worst:.1f} s (target {TARGET_S:g} s)", flush=True)
+    print(f"worst check after an edit {worst:.1f} s (target {TARGET_S:g} s)", flush=True)
 
 
 if __name__ == "__main__":
