@@ -111,6 +111,11 @@ class Built:
         found = sorted(self.directory.glob("*.so"))
         return found[0] if len(found) == 1 else self.directory / f"{self.name}.so"
 
+    @property
+    def binding_directory(self) -> Path:
+        """The folder where the binding this build links in was compiled (main.cpp, main.o)."""
+        return toolchain.cache_dir() / "ext" / "bindings" / self.library.stem
+
     def __getattr__(self, item):
         if item in ("module", "directory", "name"):  # not set yet (copying, unpickling): no recursion
             raise AttributeError(item)

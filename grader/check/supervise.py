@@ -132,6 +132,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                     break
                 time.sleep(0.05)
             rc = proc.wait()
+            ended = time.time()
         running, done, fatal = None, False, None
         for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
             rec = json.loads(line)
@@ -139,6 +140,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                 running = rec["name"]
             elif rec.get("event") == "done":
                 done = True
+                if "t" in rec:  # from its last result to its end, as this process saw it
+                    result.add_time("grading process exit", max(0.0, ended - rec["t"]))
             elif rec.get("event") == "fatal":
                 fatal = rec["detail"]
             elif rec.get("event") == "ready":  # interpreter, torch, CUDA and the module loaded

@@ -37,30 +37,8 @@ namespace {
 #ifndef GEMM_STAGES
 #define GEMM_STAGES 4
 #endif
-// The block tile and its warps, and the blocks an SM must hold (registers per thread are capped at
-// 64K / (threads x blocks)): knobs too. More warps per scheduler hide more of each mma's latency,
-// smaller warp tiles read more shared memory per mma.
-#ifndef GEMM_BM
-#define GEMM_BM 128
-#endif
-#ifndef GEMM_BN
-#define GEMM_BN 256
-#endif
-#ifndef GEMM_WARPS_M
-#define GEMM_WARPS_M 2
-#endif
-#ifndef GEMM_WARPS_N
-#define GEMM_WARPS_N 4
-#endif
-#ifndef GEMM_MIN_BLOCKS
-#define GEMM_MIN_BLOCKS 1
-#endif
-#ifndef GEMM_FRAG_BUFS  // 2: the next k step's fragments load while this one multiplies; 1: fewer registers
-#define GEMM_FRAG_BUFS 2
-#endif
-constexpr int BM = GEMM_BM, BN = GEMM_BN, BK = GEMM_BK, STAGES = GEMM_STAGES;  // block tile of C, K step, ring depth
-constexpr int WARPS_M = GEMM_WARPS_M, WARPS_N = GEMM_WARPS_N, THREADS = 32 * WARPS_M * WARPS_N;
-constexpr int FRAG_BUFS = GEMM_FRAG_BUFS;
+constexpr int BM = 128, BN = 256, BK = GEMM_BK, STAGES = GEMM_STAGES;  // block tile of C, K step, ring depth
+constexpr int WARPS_M = 2, WARPS_N = 4, THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;      // 64 x 64 of C per warp
 constexpr int MT = WM / 16, NT = WN / 8;                 // 4 x 8 mma tiles (16 x 8) per warp
 constexpr int CH = BK / 8, KSTEPS = BK / 16;             // 16-byte chunks per staged row; k steps per tile
@@ -72,8 +50,6 @@ constexpr int PIPE_BYTES = STAGES * STAGE_CHUNKS * 16, C_BYTES = BM * C_PITCH * 
 constexpr int SMEM = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;  // 96 KB; the C tile reuses the ring
 constexpr int GROUP_M = 8;                               // block rows walked together (L2 reuse)
 static_assert(KSTEPS % 2 == 0, "fragments alternate between two register buffers by k step");
-static_assert(WM % 16 == 0 && WN % 16 == 0, "a warp's tile: whole m16 tiles and pairs of n8 tiles");
-static_assert(BM * CH % THREADS == 0 && BN * CH % THREADS == 0, "every thread copies whole rows' chunks");
 
 // 16-byte slot of chunk `chunk` of row `row` in a staged [rows][BK] tile: rows of 64 bytes, two per
 // 128-byte line of the 32 banks; XOR-ing the chunk with (row / 2) % 4 puts the 8 rows one ldmatrix
@@ -110,7 +86,7 @@ __device__ __forceinline__ uint4 load_chunk_sync(const T* __restrict__ src, bool
 
 // aligned: a, b 16-byte aligned and K % 8 == 0 (cp.async); vec_c: c 16-byte aligned and N % 8 == 0.
 template <typename T>
-__global__ void __launch_bounds__(THREADS, GEMM_MIN_BLOCKS)
+__global__ void __launch_bounds__(THREADS, 1)
     gemm_kernel(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b, int64_t m, int64_t n, int64_t k,
                 bool aligned, bool vec_c) {
   extern __shared__ __align__(128) uint4 smem[];  // (STAGES, BM + BN, BK) as 16-byte chunks; then C
@@ -184,7 +160,7 @@ __global__ void __launch_bounds__(THREADS, GEMM_MIN_BLOCKS)
   // 3. The fragments of k step s live in buffer s % 2. Rows 16 apart share a swizzle too: one address
   // per k step and operand, plus 1024 bytes per m16 (n16) tile.
   float acc[MT][NT][4] = {};
-  uint32_t af[FRAG_BUFS][MT][4], bf[FRAG_BUFS][NT / 2][4];
+  uint32_t af[2][MT][4], bf[2][NT / 2][4];
   uint32_t a_frag[KSTEPS], b_frag[KSTEPS];
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ++ks) {
@@ -207,30 +183,9 @@ __global__ void __launch_bounds__(THREADS, GEMM_MIN_BLOCKS)
   }
   course::cp_async_wait<STAGES - 2>();  // tile 0 has landed (mine) ...
   __syncthreads();                      // ... and everyone's
-  if (FRAG_BUFS == 1) {  // one fragment buffer: each k step loads its own fragments, then multiplies
-    for (int t = 0; t < tiles; ++t) {
-      if (t > 0) {
-        course::cp_async_wait<STAGES - 2>();
-        __syncthreads();
-      }
-      if (t + STAGES - 1 < tiles) issue_tile(t + STAGES - 1);
-      course::cp_async_commit();
-#pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks) {
-        load_fragments(0, t, ks);
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            const uint32_t bt[2] = {bf[0][j / 2][j % 2 * 2], bf[0][j / 2][j % 2 * 2 + 1]};
-            course::mma_m16n8k16<T>(acc[i][j], af[0][i], bt);
-          }
-      }
-    }
-  }
-  if (FRAG_BUFS == 2 && tiles > 0) load_fragments(0, 0, 0);
+  if (tiles > 0) load_fragments(0, 0, 0);
 
-  for (int t = 0; t < (FRAG_BUFS == 2 ? tiles : 0); ++t) {
+  for (int t = 0; t < tiles; ++t) {
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
       if (ks == KSTEPS - 1) {  // next: step 0 of tile t + 1. Groups committed: STAGES - 1 + t + 1;
@@ -238,7 +193,7 @@ __global__ void __launch_bounds__(THREADS, GEMM_MIN_BLOCKS)
         __syncthreads();  // everyone's copies visible; and every warp has read tile t - 1 for good
       }
       if (ks < KSTEPS - 1) {
-        load_fragments((ks + 1) % FRAG_BUFS, t, ks + 1);
+        load_fragments((ks + 1) % 2, t, ks + 1);
       } else if (t + 1 < tiles) {
         load_fragments(0, t + 1, 0);
       }
@@ -250,8 +205,8 @@ __global__ void __launch_bounds__(THREADS, GEMM_MIN_BLOCKS)
       for (int i = 0; i < MT; ++i) {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-          const uint32_t bt[2] = {bf[ks % FRAG_BUFS][j / 2][j % 2 * 2], bf[ks % FRAG_BUFS][j / 2][j % 2 * 2 + 1]};
-          course::mma_m16n8k16<T>(acc[i][j], af[ks % FRAG_BUFS][i], bt);
+          const uint32_t bt[2] = {bf[ks % 2][j / 2][j % 2 * 2], bf[ks % 2][j / 2][j % 2 * 2 + 1]};
+          course::mma_m16n8k16<T>(acc[i][j], af[ks % 2][i], bt);
         }
       }
     }
