@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 262ab55b9df0).
+// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 3f5ed87752cd).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
@@ -66,9 +66,6 @@ constexpr int BLOCK_Q = WARP_ROWS * WARPS;  // query rows per block: 128
 #endif
 #ifndef FA_STAGES
 #define FA_STAGES 2
-#endif
-#ifndef FA_LAZY_RESCALE  // 1: rescale O only in tiles that raised a row's max (a knob the sweep tries)
-#define FA_LAZY_RESCALE 0
 #endif
 #ifndef FA_MIN_BLOCKS
 #define FA_MIN_BLOCKS 2

@@ -66,9 +66,6 @@ constexpr int BLOCK_Q = WARP_ROWS * WARPS;  // query rows per block: 128
 #ifndef FA_STAGES
 #define FA_STAGES 2
 #endif
-#ifndef FA_LAZY_RESCALE  // 1: rescale O only in tiles that raised a row's max (a knob the sweep tries)
-#define FA_LAZY_RESCALE 0
-#endif
 #ifndef FA_MIN_BLOCKS
 #define FA_MIN_BLOCKS 2
 #endif
@@ -173,18 +170,13 @@ __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* _
       // (NaN) appears; its p are 2^-inf = 0 and O, d stay 0. 2^(m_old - m_new) is 0 while m_old = -inf.
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
       const float rescale = course::ptx_exp2(m[mt][r] - m_use);
-      // FA_LAZY_RESCALE: O's HEAD_DIM / 4 multiplies only when one of the warp's 8 rows here got a new
-      // max (a warp-uniform branch; rescale is exactly 1 elsewhere). Late in a long row that is rare.
-      const bool rescale_o = !FA_LAZY_RESCALE || __any_sync(0xffffffffu, m_new != m[mt][r]);
       m[mt][r] = m_new;
       d[mt][r] *= rescale;
       neg_m[r] = -m_use;
-      if (rescale_o) {
 #pragma unroll
-        for (int n = 0; n < HEAD_DIM / 8; ++n) {
-          o_acc[mt][n][2 * r] *= rescale;
-          o_acc[mt][n][2 * r + 1] *= rescale;
-        }
+      for (int n = 0; n < HEAD_DIM / 8; ++n) {
+        o_acc[mt][n][2 * r] *= rescale;
+        o_acc[mt][n][2 * r + 1] *= rescale;
       }
     }
     // p = 2^(s scale_log2 - m): one FFMA and one MUFU.EX2 per score.
