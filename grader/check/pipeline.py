@@ -342,7 +342,6 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead;
     `sanitizers` runs them under these tools too, after a clean run (as class grading does)."""
     t0 = time.perf_counter()
-    started = _process_age()
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
     prep = prepare(ex, path, quiet=quiet)
@@ -350,19 +349,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
                       sanitizers=() if sanitize else tuple(sanitizers),
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s)
     run(ex, prep, opts)
-    if started is not None:  # first in the timing line: what came before this check began
-        prep.result.timings = {"start (Python, torch)": started, **prep.result.timings}
     return _finish(prep.result, t0)
-
-
-def _process_age() -> float | None:
-    """Seconds since this process started (Linux), or None."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, opts: RunOptions | None = None) -> None:
