@@ -398,3 +398,16 @@ def test_the_sandbox_says_why_it_is_not_available(monkeypatch):
     finally:
         monkeypatch.delenv("COURSE_SANDBOX")
         sandbox._probe.cache_clear()
+
+
+def test_the_sandbox_gpu_probe_accepts_a_right_result():
+    """check_gpu's probe, run on the CPU: it must print its OK mark for a right result (it once
+    expected 48.0 for a sum that is 56.0, and every class run on a GPU went without the sandbox)."""
+    import subprocess
+    import sys
+
+    from grader.check.sandbox import GPU_PROBE, GPU_PROBE_OK
+
+    out = subprocess.run([sys.executable, "-c", f"DEVICE = 'cpu'; {GPU_PROBE}"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == GPU_PROBE_OK, (out.stdout, out.stderr)

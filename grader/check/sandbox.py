@@ -106,8 +106,11 @@ def _probe() -> str | None:
     return f"{bwrap} cannot create the namespaces here: {'; with --unshare-user: '.join(errors)}"
 
 
-GPU_PROBE = ("import torch; x = torch.arange(8.0, device='cuda'); "
-             "print(torch.cuda.get_device_name(), float((x * 2).sum()))")
+# What check_gpu runs inside the sandbox: a kernel whose result the probe checks itself, printing
+# GPU_PROBE_OK only when it is right (2 x (0 + 1 + ... + 7) = 56). The device is DEVICE's value.
+GPU_PROBE_OK = "sandbox-cuda-ok"
+GPU_PROBE = ("import torch; x = torch.arange(8.0, device=DEVICE); s = float((x * 2).sum()); "
+             f"print({GPU_PROBE_OK!r} if s == 56.0 else f'wrong result {{s}} (56.0 expected)')")
 
 
 def check_gpu(timeout: float = 180) -> str | None:
@@ -119,13 +122,13 @@ def check_gpu(timeout: float = 180) -> str | None:
     if why is not None:
         return why
     with tempfile.TemporaryDirectory(prefix="grader-sandbox-") as tmp:
-        argv = wrap([sys.executable, "-c", GPU_PROBE], tmp)
+        argv = wrap([sys.executable, "-c", f"DEVICE = 'cuda'; {GPU_PROBE}"], tmp)
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=tmp,
                                   env=environment(dict(os.environ)))
         except subprocess.TimeoutExpired:
             return f"torch did not finish a CUDA call inside it within {timeout:.0f} s"
-    if proc.returncode != 0 or "48.0" not in proc.stdout:
+    if proc.returncode != 0 or GPU_PROBE_OK not in proc.stdout:
         lines = (proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}").splitlines()
         return f"CUDA fails inside it: {lines[-1]}"
     return None
