@@ -73,6 +73,22 @@ def test_extension_builds_without_a_gpu_and_reloads_from_cache():
     assert again.cached and again.name == first.name and again.seconds < 5
 
 
+def test_an_edit_links_the_cached_binding_and_loads_as_a_module_of_its_own():
+    """An edited kernel's build reuses the binding's object (compiled once per set of prototypes);
+    in a process that imported the first build, the second is a module of its own (Python would
+    hand back the first for the same name), and load_built refuses to mix them up."""
+    first = build.build([Source("tests/binding_reuse.cu", GOOD)], name="test_binding_reuse", quiet=True, load=False)
+    edited = build.build([Source("tests/binding_reuse.cu", GOOD + "\n// edit\n")], name="test_binding_reuse",
+                         quiet=True, load=False)
+    assert first.library.name == edited.library.name and first.directory != edited.directory
+    assert (first.binding_directory / "main.o").exists() and not (edited.directory / "main.cpp").read_text().strip()
+    one = build.build([Source("tests/binding_reuse.cu", GOOD)], name="test_binding_reuse", quiet=True)
+    two = build.build([Source("tests/binding_reuse.cu", GOOD + "\n// edit\n")], name="test_binding_reuse", quiet=True)
+    assert one.module is not two.module and one.module.__file__ != two.module.__file__
+    with pytest.raises(ImportError, match="same name"):
+        build.load_built(edited.directory, edited.name)
+
+
 def test_failed_build_leaves_nothing_behind():
     src = Source("tests/bad_ext.cu", GOOD.replace("return cudaGetLastError();", "return nope;"))
     with pytest.raises(BuildError) as err:

@@ -123,6 +123,9 @@ class Built:
 
 
 _loaded: dict[str, Built] = {}
+# import name -> the folder it was imported from, in this process: Python keeps one module per
+# extension name, so a second build sharing a binding (and so its name) needs a name of its own
+_imported: dict[str, Path] = {}
 _build_lock = threading.Lock()
 
 
@@ -212,6 +215,12 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
         return _loaded[module_name]
     build_dir = toolchain.cache_dir() / "ext" / module_name
     import_name = _module_name(name, "b" + binding_key(binding, arch, features))
+    own_binding = load and _imported.get(import_name, build_dir) != build_dir
+    if own_binding:
+        # This process has imported another build of this binding (a notebook rebuilding an edited
+        # kernel): Python would hand back that module for the same name. Build one of its own name,
+        # with the binding compiled in, in a folder of its own.
+        build_dir, import_name = build_dir.with_name(module_name + "_own"), module_name
     with _module_lock(build_dir):
         if (build_dir / f"{import_name}.so").exists():
             # Same hash, same inputs: import the built module without asking ninja.
@@ -219,9 +228,10 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
             built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
         else:
             built = _build(sources, what, binding, arch, features, flags, module_name, import_name, build_dir, exports,
-                           kernels, load, quiet)
+                           kernels, load, quiet, own_binding)
     if load:
         _loaded[module_name] = built
+        _imported[import_name] = build_dir
     return built
 
 
@@ -273,7 +283,7 @@ def _binding_object(binding: str, import_name: str, arch: str, features: dict, t
 
 
 def _build(sources, what, binding, arch, features, flags, module_name, import_name, build_dir, exports, kernels, load,
-           quiet) -> Built:
+           quiet, own_binding=False) -> Built:
     """The build itself (the caller holds the module's lock and found no built module)."""
     import torch
     from torch.utils import cpp_extension
@@ -287,13 +297,14 @@ def _build(sources, what, binding, arch, features, flags, module_name, import_na
     first_pch = use_pch and not (torch_include / "extension.h.gch").exists()
     # main.cpp is empty: the binding comes in as its cached object. use_pch stays on where it
     # was (load_inline deletes the shared precompiled header when told use_pch=False).
-    kwargs = dict(_inline_kwargs(import_name, build_dir, arch, features, flags), cpp_sources=[""],
-                  cuda_sources=[cuda_text])
+    kwargs = dict(_inline_kwargs(import_name, build_dir, arch, features, flags),
+                  cpp_sources=[binding if own_binding else ""], cuda_sources=[cuda_text])
     if use_pch:
         kwargs["use_pch"] = True
     with _build_lock, _Progress(what, quiet, first_pch) as progress:
-        obj = _binding_object(binding, import_name, arch, features, torch_include, use_pch, what, sources)
-        kwargs["extra_ldflags"] = [str(obj)]
+        if not own_binding:
+            obj = _binding_object(binding, import_name, arch, features, torch_include, use_pch, what, sources)
+            kwargs["extra_ldflags"] = [str(obj)]
         try:
             with _pch_lock(torch_include, use_pch):
                 module = _load_inline(cpp_extension, kwargs, load)
@@ -444,6 +455,11 @@ def load_built(directory: str | Path, module_name: str):
             raise ImportError(f"no single built module in {directory}: {[p.name for p in found]}")
         path = found[0]
         module_name = path.stem
+    earlier = _imported.get(module_name)
+    if earlier is not None and Path(earlier) != Path(directory):
+        raise ImportError(f"{path}: this process has imported a module of the same name from {earlier}, and Python "
+                          "would return that one; import it in a process of its own")
+    _imported[module_name] = Path(directory)
     loader = importlib.machinery.ExtensionFileLoader(module_name, str(path))
     spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
