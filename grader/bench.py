@@ -55,7 +55,6 @@ class L2Flusher:
         self.mode = mode
         self.nbytes = max(256 << 20, 2 * l2)
         self.buf = torch.empty(self.nbytes // 4, dtype=torch.int32, device="cuda")
-        self.buf.zero_()
         self.count = 0
         _reset_persisting_l2()
 

@@ -104,12 +104,7 @@ class Built:
     kernels: list[str]
     seconds: float
     cached: bool
-
-    @property
-    def library(self) -> Path:
-        """The shared object: named after the build's binding (see the top of this file)."""
-        found = sorted(self.directory.glob("*.so"))
-        return found[0] if len(found) == 1 else self.directory / f"{self.name}.so"
+    library: Path  # the shared object, named after the build's binding (see the top of this file)
 
     @property
     def binding_directory(self) -> Path:
@@ -117,8 +112,6 @@ class Built:
         return toolchain.cache_dir() / "ext" / "bindings" / self.library.stem
 
     def __getattr__(self, item):
-        if item in ("module", "directory", "name"):  # not set yet (copying, unpickling): no recursion
-            raise AttributeError(item)
         return getattr(self.module, item)
 
 
@@ -225,7 +218,8 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
         if (build_dir / f"{import_name}.so").exists():
             # Same hash, same inputs: import the built module without asking ninja.
             module = load_built(build_dir, module_name) if load else None
-            built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True)
+            built = Built(module, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True,
+                          build_dir / f"{import_name}.so")
         else:
             built = _build(sources, what, binding, arch, features, flags, module_name, import_name, build_dir, exports,
                            kernels, load, quiet, own_binding)
@@ -318,7 +312,8 @@ def _build(sources, what, binding, arch, features, flags, module_name, import_na
         except Exception:
             shutil.rmtree(build_dir, ignore_errors=True)
             raise
-    return Built(module, module_name, build_dir, exports, kernels, progress.seconds, False)
+    return Built(module, module_name, build_dir, exports, kernels, progress.seconds, False,
+                 build_dir / f"{import_name}.so")
 
 
 class _module_lock:

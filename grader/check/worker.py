@@ -419,8 +419,7 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def main(config_path: str) -> int:
-    cfg = json.loads(open(config_path, encoding="utf-8").read())
+def main(cfg: dict) -> int:
     emit = Emitter(cfg["results"])
     import torch
 
@@ -512,12 +511,12 @@ def main(config_path: str) -> int:
 
 if __name__ == "__main__":
     try:
-        rc = main(sys.argv[1])
+        cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
+        rc = main(cfg)
     except Exception:
         traceback.print_exc()
         sys.exit(3)
-    sanitized = bool(json.loads(open(sys.argv[1], encoding="utf-8").read()).get("max_case_bytes"))
-    if sanitized:  # compute-sanitizer reports at a normal exit
+    if cfg.get("max_case_bytes"):  # under compute-sanitizer, which reports at a normal exit
         sys.exit(rc)
     # Every result is on disk (one line each, flushed): end without tearing down torch and the CUDA
     # context, a second or more the check would otherwise wait for (the driver frees it all anyway).
