@@ -64,8 +64,9 @@ def test_static_checks_catch(key):
     want = MUTANTS[key]
     result = _grade(key, perf=False, seeds=1)
     assert result.failures, f"{key} was not caught:\n{result}"
-    first = result.failures[0]
-    assert first.group == want.group and _says(first, want.reason), \
+    # Static checks all report at once (a kernel without cp.async may also spill): the named one must be
+    # among them, as in the runtime test below.
+    assert [i for i in result.failures if i.group == want.group and _says(i, want.reason)], \
         f"{key}: expected a {want.group} failure saying '{want.reason}'\n{result}"
 
 

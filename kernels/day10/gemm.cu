@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day10/gemm.cu by `grader release` (stub-hash 85f7927c7a4c).
+// Your exercise: fill in the TODOs. Generated from solutions/day10/gemm.cu by `grader release` (stub-hash 96e5e8c30b2c).
 // Day 10 exercise: a fast tensor-core GEMM, C = A B^T, with everything the day adds to Day 9.
 //
 //   a  [M, K]  fp16 or bf16, row-major
@@ -9,11 +9,16 @@
 // v1-v4 build it up one step at a time):
 //  * a block of 8 warps computes a BM x BN = 128 x 256 tile of C, each warp 64 x 64 of it in
 //    registers: per k step of 16, 4 ldmatrix.x4 for A and 4 for B feed 32 mma.sync;
-//  * K advances BK = 32 at a time through a ring of STAGES = 4 shared-memory stages filled with
-//    16-byte cp.async copies (.cg, zero-filled past the edges), so 3 tiles are in flight while the
-//    warps multiply one; one __syncthreads per K tile;
-//  * shared rows are XOR-swizzled (chunk c of row r at c ^ ((r / 2) % 4)): ldmatrix and the copies
-//    are free of bank conflicts;
+//  * K advances BK = 64 at a time through a ring of STAGES = 3 shared-memory stages filled with
+//    16-byte cp.async copies (.cg, zero-filled past the edges), so 2 tiles are in flight while the
+//    warps multiply one; one __syncthreads per K tile (4 k steps, 128 mma per warp);
+//  * shared rows of 128 bytes are XOR-swizzled (chunk c of row r at c ^ (r % 8)): ldmatrix and the
+//    copies are free of bank conflicts;
+//  * the pipeline is one generic lambda compiled twice, for 16-byte copies and for the fallback: the
+//    16-byte loop has no branch in it (past the last tile a copy reads nothing instead of being
+//    skipped), so the compiler spreads the copies' address arithmetic between the mma. With the
+//    branches, a K tile took ~330 instructions per warp, issued in runs between the mma; without,
+//    137 for its 64 mma (BK = 32), and 0.53-0.54x torch.matmul became 0.60-0.61x at 4096^3;
 //  * fragments are double-buffered: the ldmatrix of the next k step are issued before the mma of
 //    this one;
 //  * blocks are rasterized in groups of GROUP_M block rows, for L2 reuse of A's and B's panels;
@@ -23,20 +28,33 @@
 // row of it is not 16-byte aligned or runs past N.
 // Napkin math at 4096^3: 137 GFLOP. On an H200, mma.sync tops out near 636 TFLOP/s and cuBLAS
 // (torch.matmul, which uses wgmma) reached ~780: the target, >= 0.60x torch.matmul, is ~470
-// TFLOP/s, about 75% of what mma.sync can do. Each K tile brings (128 + 256) x 32 x 2 = 24 KB into
-// a block for 2 x 128 x 256 x 32 = 2.1 MFLOP: 85 flops per byte (Day 9's 128 x 128: 64).
+// TFLOP/s, about 75% of what mma.sync can do. Each K tile brings (128 + 256) x 64 x 2 = 48 KB into
+// a block for 2 x 128 x 256 x 64 = 4.2 MFLOP: 85 flops per byte (Day 9's 128 x 128: 64). Three
+// stages are 144 KB of the 227 KB a block may have.
+// Measured on an H100 in one run (reports/variant-sweep-day10-branch-free.json, where
+// .device-runs/gemm_a.cu is this file with BK 32 and 4 stages as defaults and "solution" the
+// version with branches), x torch.matmul at 4096^3 fp16 / bf16 and 8192^3 fp16 / bf16: with the
+// branches (BK 32, 4 stages) 0.536 0.522 0.480 0.475; branch-free 0.610 0.600 0.553 0.553;
+// branch-free with BK 64 and 3 stages 0.631 0.621 0.598 0.573 (4 stages: 0.626 0.615 0.575 0.572; 2
+// stages: 0.478; GROUP_M 4, 16 or 32 instead of 8: within 0.03 of 8,
+// reports/variant-sweep-day10-group-m.json).
 #include "course/async.cuh"
 #include "course/mma.cuh"
 
+#include <type_traits>
+
 namespace {
 
-// The K step and the ring's depth: knobs that benchmarks/variant_sweep tries (BK 64 halves the
-// barriers per flop; 3 stages of 64 or 4 of 32 fit the shared memory of one block per SM).
+// The K step, the ring's depth and the raster group: knobs that benchmarks/variant_sweep tries (BK 64
+// halves the barriers per flop of BK 32; 3 stages of 64 or 4 of 32 fit one block per SM).
 #ifndef GEMM_BK
-#define GEMM_BK 32
+#define GEMM_BK 64
 #endif
 #ifndef GEMM_STAGES
-#define GEMM_STAGES 4
+#define GEMM_STAGES 3
+#endif
+#ifndef GEMM_GROUP_M
+#define GEMM_GROUP_M 8
 #endif
 constexpr int BM = 128, BN = 256, BK = GEMM_BK, STAGES = GEMM_STAGES;  // block tile of C, K step, ring depth
 constexpr int WARPS_M = 2, WARPS_N = 4, THREADS = 32 * WARPS_M * WARPS_N;
@@ -44,17 +62,17 @@ constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;      // 64 x 64 of C per war
 constexpr int MT = WM / 16, NT = WN / 8;                 // 4 x 8 mma tiles (16 x 8) per warp
 constexpr int CH = BK / 8, KSTEPS = BK / 16;             // 16-byte chunks per staged row; k steps per tile
 constexpr int A_CHUNKS = BM * CH, STAGE_CHUNKS = (BM + BN) * CH;  // a stage: A's tile, then B's
-constexpr int A_LOADS = BM * CH / THREADS, B_LOADS = BN * CH / THREADS;  // chunks per thread: 2, 4
-constexpr int ROW_STEP = THREADS / CH;                   // a thread copies rows r0, r0 + 64, ...
+constexpr int A_LOADS = BM * CH / THREADS, B_LOADS = BN * CH / THREADS;  // chunks per thread: 4, 8
+constexpr int ROW_STEP = THREADS / CH;                   // a thread copies rows r0, r0 + 32, ...
 constexpr int C_PITCH = BN + 8;                          // staged C rows of 528 bytes: 4 banks apart
 constexpr int PIPE_BYTES = STAGES * STAGE_CHUNKS * 16, C_BYTES = BM * C_PITCH * 2;
-constexpr int SMEM = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;  // 96 KB; the C tile reuses the ring
-constexpr int GROUP_M = 8;                               // block rows walked together (L2 reuse)
+constexpr int SMEM = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;  // 144 KB; the C tile reuses the ring
+constexpr int GROUP_M = GEMM_GROUP_M;                               // block rows walked together (L2 reuse)
 static_assert(KSTEPS % 2 == 0, "fragments alternate between two register buffers by k step");
 
-// 16-byte slot of chunk `chunk` of row `row` in a staged [rows][BK] tile: rows of 64 bytes, two per
-// 128-byte line of the 32 banks; XOR-ing the chunk with (row / 2) % 4 puts the 8 rows one ldmatrix
-// tile reads into 8 different groups of 4 banks. (Rows of 128 bytes, BK = 64: the chunk XOR row % 8.)
+// 16-byte slot of chunk `chunk` of row `row` in a staged [rows][BK] tile: rows of 128 bytes, one per
+// 128-byte line of the 32 banks; XOR-ing the chunk with row % 8 puts the 8 rows one ldmatrix tile
+// reads into 8 different groups of 4 banks. (Rows of 64 bytes, BK = 32: the chunk XOR (row / 2) % 4.)
 __device__ __forceinline__ int slot(int row, int chunk) {
   return row * CH + (chunk ^ (CH == 8 ? row & 7 : (row >> 1) & 3));
 }
@@ -108,6 +126,10 @@ __global__ void __launch_bounds__(THREADS, 1)
   //    course::mma_m16n8k16<T> into float acc[MT][NT][4]; before reading tile t + 1:
   //    course::cp_async_wait<STAGES - 2>() and __syncthreads(); after that barrier, issue tile
   //    t + STAGES - 1 into tile t - 1's stage and commit (also when there is none).
+  //    Speed: write steps 2-3 once, as a generic lambda called with std::true_type{} or
+  //    std::false_type{} for `aligned`, and keep branches out of the aligned loop (a copy past the
+  //    last tile gets src-size 0 instead of an if): then the compiler can spread the copies' address
+  //    arithmetic between the mma (the notebook's exercise cell says what it is worth).
   // 4. Epilogue: wait for every copy, __syncthreads, acc rounded to T into a padded [BM][C_PITCH]
   //    tile in shared memory, __syncthreads, then rows of C with 16-byte stores (vec_c) or
   //    element by element, only inside [M, N].

@@ -8,11 +8,16 @@
 // v1-v4 build it up one step at a time):
 //  * a block of 8 warps computes a BM x BN = 128 x 256 tile of C, each warp 64 x 64 of it in
 //    registers: per k step of 16, 4 ldmatrix.x4 for A and 4 for B feed 32 mma.sync;
-//  * K advances BK = 32 at a time through a ring of STAGES = 4 shared-memory stages filled with
-//    16-byte cp.async copies (.cg, zero-filled past the edges), so 3 tiles are in flight while the
-//    warps multiply one; one __syncthreads per K tile;
-//  * shared rows are XOR-swizzled (chunk c of row r at c ^ ((r / 2) % 4)): ldmatrix and the copies
-//    are free of bank conflicts;
+//  * K advances BK = 64 at a time through a ring of STAGES = 3 shared-memory stages filled with
+//    16-byte cp.async copies (.cg, zero-filled past the edges), so 2 tiles are in flight while the
+//    warps multiply one; one __syncthreads per K tile (4 k steps, 128 mma per warp);
+//  * shared rows of 128 bytes are XOR-swizzled (chunk c of row r at c ^ (r % 8)): ldmatrix and the
+//    copies are free of bank conflicts;
+//  * the pipeline is one generic lambda compiled twice, for 16-byte copies and for the fallback: the
+//    16-byte loop has no branch in it (past the last tile a copy reads nothing instead of being
+//    skipped), so the compiler spreads the copies' address arithmetic between the mma. With the
+//    branches, a K tile took ~330 instructions per warp, issued in runs between the mma; without,
+//    137 for its 64 mma (BK = 32), and 0.53-0.54x torch.matmul became 0.60-0.61x at 4096^3;
 //  * fragments are double-buffered: the ldmatrix of the next k step are issued before the mma of
 //    this one;
 //  * blocks are rasterized in groups of GROUP_M block rows, for L2 reuse of A's and B's panels;
@@ -22,20 +27,33 @@
 // row of it is not 16-byte aligned or runs past N.
 // Napkin math at 4096^3: 137 GFLOP. On an H200, mma.sync tops out near 636 TFLOP/s and cuBLAS
 // (torch.matmul, which uses wgmma) reached ~780: the target, >= 0.60x torch.matmul, is ~470
-// TFLOP/s, about 75% of what mma.sync can do. Each K tile brings (128 + 256) x 32 x 2 = 24 KB into
-// a block for 2 x 128 x 256 x 32 = 2.1 MFLOP: 85 flops per byte (Day 9's 128 x 128: 64).
+// TFLOP/s, about 75% of what mma.sync can do. Each K tile brings (128 + 256) x 64 x 2 = 48 KB into
+// a block for 2 x 128 x 256 x 64 = 4.2 MFLOP: 85 flops per byte (Day 9's 128 x 128: 64). Three
+// stages are 144 KB of the 227 KB a block may have.
+// Measured on an H100 in one run (reports/variant-sweep-day10-branch-free.json, where
+// .device-runs/gemm_a.cu is this file with BK 32 and 4 stages as defaults and "solution" the
+// version with branches), x torch.matmul at 4096^3 fp16 / bf16 and 8192^3 fp16 / bf16: with the
+// branches (BK 32, 4 stages) 0.536 0.522 0.480 0.475; branch-free 0.610 0.600 0.553 0.553;
+// branch-free with BK 64 and 3 stages 0.631 0.621 0.598 0.573 (4 stages: 0.626 0.615 0.575 0.572; 2
+// stages: 0.478; GROUP_M 4, 16 or 32 instead of 8: within 0.03 of 8,
+// reports/variant-sweep-day10-group-m.json).
 #include "course/async.cuh"
 #include "course/mma.cuh"
 
+#include <type_traits>
+
 namespace {
 
-// The K step and the ring's depth: knobs that benchmarks/variant_sweep tries (BK 64 halves the
-// barriers per flop; 3 stages of 64 or 4 of 32 fit the shared memory of one block per SM).
+// The K step, the ring's depth and the raster group: knobs that benchmarks/variant_sweep tries (BK 64
+// halves the barriers per flop of BK 32; 3 stages of 64 or 4 of 32 fit one block per SM).
 #ifndef GEMM_BK
-#define GEMM_BK 32
+#define GEMM_BK 64
 #endif
 #ifndef GEMM_STAGES
-#define GEMM_STAGES 4
+#define GEMM_STAGES 3
+#endif
+#ifndef GEMM_GROUP_M
+#define GEMM_GROUP_M 8
 #endif
 constexpr int BM = 128, BN = 256, BK = GEMM_BK, STAGES = GEMM_STAGES;  // block tile of C, K step, ring depth
 constexpr int WARPS_M = 2, WARPS_N = 4, THREADS = 32 * WARPS_M * WARPS_N;
@@ -43,17 +61,17 @@ constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;      // 64 x 64 of C per war
 constexpr int MT = WM / 16, NT = WN / 8;                 // 4 x 8 mma tiles (16 x 8) per warp
 constexpr int CH = BK / 8, KSTEPS = BK / 16;             // 16-byte chunks per staged row; k steps per tile
 constexpr int A_CHUNKS = BM * CH, STAGE_CHUNKS = (BM + BN) * CH;  // a stage: A's tile, then B's
-constexpr int A_LOADS = BM * CH / THREADS, B_LOADS = BN * CH / THREADS;  // chunks per thread: 2, 4
-constexpr int ROW_STEP = THREADS / CH;                   // a thread copies rows r0, r0 + 64, ...
+constexpr int A_LOADS = BM * CH / THREADS, B_LOADS = BN * CH / THREADS;  // chunks per thread: 4, 8
+constexpr int ROW_STEP = THREADS / CH;                   // a thread copies rows r0, r0 + 32, ...
 constexpr int C_PITCH = BN + 8;                          // staged C rows of 528 bytes: 4 banks apart
 constexpr int PIPE_BYTES = STAGES * STAGE_CHUNKS * 16, C_BYTES = BM * C_PITCH * 2;
-constexpr int SMEM = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;  // 96 KB; the C tile reuses the ring
-constexpr int GROUP_M = 8;                               // block rows walked together (L2 reuse)
+constexpr int SMEM = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;  // 144 KB; the C tile reuses the ring
+constexpr int GROUP_M = GEMM_GROUP_M;                               // block rows walked together (L2 reuse)
 static_assert(KSTEPS % 2 == 0, "fragments alternate between two register buffers by k step");
 
-// 16-byte slot of chunk `chunk` of row `row` in a staged [rows][BK] tile: rows of 64 bytes, two per
-// 128-byte line of the 32 banks; XOR-ing the chunk with (row / 2) % 4 puts the 8 rows one ldmatrix
-// tile reads into 8 different groups of 4 banks. (Rows of 128 bytes, BK = 64: the chunk XOR row % 8.)
+// 16-byte slot of chunk `chunk` of row `row` in a staged [rows][BK] tile: rows of 128 bytes, one per
+// 128-byte line of the 32 banks; XOR-ing the chunk with row % 8 puts the 8 rows one ldmatrix tile
+// reads into 8 different groups of 4 banks. (Rows of 64 bytes, BK = 32: the chunk XOR (row / 2) % 4.)
 __device__ __forceinline__ int slot(int row, int chunk) {
   return row * CH + (chunk ^ (CH == 8 ? row & 7 : (row >> 1) & 3));
 }
@@ -108,6 +126,10 @@ __global__ void __launch_bounds__(THREADS, 1)
   // STUB: //    course::mma_m16n8k16<T> into float acc[MT][NT][4]; before reading tile t + 1:
   // STUB: //    course::cp_async_wait<STAGES - 2>() and __syncthreads(); after that barrier, issue tile
   // STUB: //    t + STAGES - 1 into tile t - 1's stage and commit (also when there is none).
+  // STUB: //    Speed: write steps 2-3 once, as a generic lambda called with std::true_type{} or
+  // STUB: //    std::false_type{} for `aligned`, and keep branches out of the aligned loop (a copy past the
+  // STUB: //    last tile gets src-size 0 instead of an if): then the compiler can spread the copies' address
+  // STUB: //    arithmetic between the mma (the notebook's exercise cell says what it is worth).
   // STUB: // 4. Epilogue: wait for every copy, __syncthreads, acc rounded to T into a padded [BM][C_PITCH]
   // STUB: //    tile in shared memory, __syncthreads, then rows of C with 16-byte stores (vec_c) or
   // STUB: //    element by element, only inside [M, N].
@@ -132,85 +154,97 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int64_t a_rows = m - m0 - r0, b_rows = n - n0 - r0;  // rows of A and B left from r0 on
   const int64_t row_step = ROW_STEP * k;
 
-  auto issue_tile = [&](int t) {
-    const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
-    const int64_t k0 = static_cast<int64_t>(t) * BK;
-    const bool col_ok = k0 + ch * 8 < k;  // K % 8 == 0 when aligned: a chunk is all in or all out
-    if (aligned) {
-#pragma unroll
-      for (int i = 0; i < A_LOADS; ++i)  // src-size 0 past the edges: zeros, nothing read
-        cp_async16(a_dst + stage + i * ROW_STEP * CH * 16, a_src + i * row_step + k0,
-                   col_ok && i * ROW_STEP < a_rows);
-#pragma unroll
-      for (int i = 0; i < B_LOADS; ++i)
-        cp_async16(b_dst + stage + i * ROW_STEP * CH * 16, b_src + i * row_step + k0,
-                   col_ok && i * ROW_STEP < b_rows);
-    } else {
-      uint4* sa = smem + (t % STAGES) * STAGE_CHUNKS;
-      uint4* sb = sa + A_CHUNKS;
-      for (int i = 0; i < A_LOADS; ++i)
-        sa[slot(r0 + i * ROW_STEP, ch)] =
-            load_chunk_sync(a_src + i * row_step + k0, i * ROW_STEP < a_rows, k0 + ch * 8, k);
-      for (int i = 0; i < B_LOADS; ++i)
-        sb[slot(r0 + i * ROW_STEP, ch)] =
-            load_chunk_sync(b_src + i * row_step + k0, i * ROW_STEP < b_rows, k0 + ch * 8, k);
-    }
-  };
-
-  // 3. The fragments of k step s live in buffer s % 2. Rows 16 apart share a swizzle too: one address
-  // per k step and operand, plus 1024 bytes per m16 (n16) tile.
+  // The pipeline below is written once for both kinds of copy and compiled twice (ALIGNED true and
+  // false): the aligned loop has no branch left in it, so the compiler interleaves the copies' address
+  // arithmetic with the mma instead of running it between them.
   float acc[MT][NT][4] = {};
-  uint32_t af[2][MT][4], bf[2][NT / 2][4];
-  uint32_t a_frag[KSTEPS], b_frag[KSTEPS];
+  auto pipeline = [&](auto aligned_tag) {
+    constexpr bool ALIGNED = decltype(aligned_tag)::value;
+    auto issue_tile = [&](int t) {
+      const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
+      const bool live = t < tiles;  // past the last tile: a copy of nothing from a valid address
+      const int64_t k0 = static_cast<int64_t>(live ? t : 0) * BK;
+      const bool col_ok = live && k0 + ch * 8 < k;  // K % 8 == 0 when aligned: a chunk is all in or all out
+      if constexpr (ALIGNED) {
 #pragma unroll
-  for (int ks = 0; ks < KSTEPS; ++ks) {
-    a_frag[ks] = smem0 + slot(wm + lane % 16, 2 * ks + lane / 16) * 16;
-    b_frag[ks] = smem0 + (A_CHUNKS + slot(wn + lane % 8 + lane / 16 * 8, 2 * ks + lane / 8 % 2)) * 16;
-  }
-  auto load_fragments = [&](int buf, int t, int ks) {
-    const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
+        for (int i = 0; i < A_LOADS; ++i)  // src-size 0 past the edges: zeros, nothing read
+          cp_async16(a_dst + stage + i * ROW_STEP * CH * 16, a_src + i * row_step + k0,
+                     col_ok && i * ROW_STEP < a_rows);
 #pragma unroll
-    for (int i = 0; i < MT; ++i) ldsm_x4(af[buf][i], a_frag[ks] + stage + i * 16 * CH * 16);
-#pragma unroll
-    for (int j = 0; j < NT / 2; ++j) ldsm_x4(bf[buf][j], b_frag[ks] + stage + j * 16 * CH * 16);
-  };
+        for (int i = 0; i < B_LOADS; ++i)
+          cp_async16(b_dst + stage + i * ROW_STEP * CH * 16, b_src + i * row_step + k0,
+                     col_ok && i * ROW_STEP < b_rows);
+      } else {
+        if (!live) return;
+        uint4* sa = smem + (t % STAGES) * STAGE_CHUNKS;
+        uint4* sb = sa + A_CHUNKS;
+        for (int i = 0; i < A_LOADS; ++i)
+          sa[slot(r0 + i * ROW_STEP, ch)] =
+              load_chunk_sync(a_src + i * row_step + k0, i * ROW_STEP < a_rows, k0 + ch * 8, k);
+        for (int i = 0; i < B_LOADS; ++i)
+          sb[slot(r0 + i * ROW_STEP, ch)] =
+              load_chunk_sync(b_src + i * row_step + k0, i * ROW_STEP < b_rows, k0 + ch * 8, k);
+      }
+    };
 
-  // Prologue: tiles 0 .. STAGES - 2 in flight (an empty group where there is no tile).
-#pragma unroll
-  for (int t = 0; t < STAGES - 1; ++t) {
-    if (t < tiles) issue_tile(t);
-    course::cp_async_commit();
-  }
-  course::cp_async_wait<STAGES - 2>();  // tile 0 has landed (mine) ...
-  __syncthreads();                      // ... and everyone's
-  if (tiles > 0) load_fragments(0, 0, 0);
-
-  for (int t = 0; t < tiles; ++t) {
+    // 3. The fragments of k step s live in buffer s % 2. Rows 16 apart share a swizzle too: one address
+    // per k step and operand, plus 1024 bytes per m16 (n16) tile.
+    uint32_t af[2][MT][4], bf[2][NT / 2][4];
+    uint32_t a_frag[KSTEPS], b_frag[KSTEPS];
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
-      if (ks == KSTEPS - 1) {  // next: step 0 of tile t + 1. Groups committed: STAGES - 1 + t + 1;
-        course::cp_async_wait<STAGES - 2>();  // at most STAGES - 2 in flight: tiles 0 .. t + 1 landed
-        __syncthreads();  // everyone's copies visible; and every warp has read tile t - 1 for good
-      }
-      if (ks < KSTEPS - 1) {
-        load_fragments((ks + 1) % 2, t, ks + 1);
-      } else if (t + 1 < tiles) {
-        load_fragments(0, t + 1, 0);
-      }
-      if (ks == 0) {  // after the last barrier no warp reads tile t - 1 again: refill its stage
-        if (t + STAGES - 1 < tiles) issue_tile(t + STAGES - 1);
-        course::cp_async_commit();
-      }
+      a_frag[ks] = smem0 + slot(wm + lane % 16, 2 * ks + lane / 16) * 16;
+      b_frag[ks] = smem0 + (A_CHUNKS + slot(wn + lane % 8 + lane / 16 * 8, 2 * ks + lane / 8 % 2)) * 16;
+    }
+    auto load_fragments = [&](int buf, int t, int ks) {
+      const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {
+      for (int i = 0; i < MT; ++i) ldsm_x4(af[buf][i], a_frag[ks] + stage + i * 16 * CH * 16);
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const uint32_t bt[2] = {bf[ks % 2][j / 2][j % 2 * 2], bf[ks % 2][j / 2][j % 2 * 2 + 1]};
-          course::mma_m16n8k16<T>(acc[i][j], af[ks % 2][i], bt);
+      for (int j = 0; j < NT / 2; ++j) ldsm_x4(bf[buf][j], b_frag[ks] + stage + j * 16 * CH * 16);
+    };
+
+    // Prologue: tiles 0 .. STAGES - 2 in flight (an empty group where there is no tile).
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) {
+      issue_tile(t);
+      course::cp_async_commit();
+    }
+    course::cp_async_wait<STAGES - 2>();  // tile 0 has landed (mine) ...
+    __syncthreads();                      // ... and everyone's
+    load_fragments(0, 0, 0);  // (no tile: a stale stage, never used)
+
+    for (int t = 0; t < tiles; ++t) {
+#pragma unroll
+      for (int ks = 0; ks < KSTEPS; ++ks) {
+        if (ks == KSTEPS - 1) {  // next: step 0 of tile t + 1. Groups committed: STAGES - 1 + t + 1;
+          course::cp_async_wait<STAGES - 2>();  // at most STAGES - 2 in flight: tiles 0 .. t + 1 landed
+          __syncthreads();  // everyone's copies visible; and every warp has read tile t - 1 for good
+        }
+        if (ks < KSTEPS - 1) {
+          load_fragments((ks + 1) % 2, t, ks + 1);
+        } else {  // after the last tile this reads a stale stage, never used
+          load_fragments(0, t + 1, 0);
+        }
+        if (ks == 0) {  // after the last barrier no warp reads tile t - 1 again: refill its stage
+          issue_tile(t + STAGES - 1);  // (past the last tile: nothing)
+          course::cp_async_commit();
+        }
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const uint32_t bt[2] = {bf[ks % 2][j / 2][j % 2 * 2], bf[ks % 2][j / 2][j % 2 * 2 + 1]};
+            course::mma_m16n8k16<T>(acc[i][j], af[ks % 2][i], bt);
+          }
         }
       }
     }
-  }
+  };
+  if (aligned)
+    pipeline(std::true_type{});
+  else
+    pipeline(std::false_type{});
   course::cp_async_wait<0>();  // no copy left in flight (the trailing groups are empty)
   __syncthreads();             // every warp is done with the ring: it becomes the C tile
 
