@@ -65,7 +65,7 @@ def _working(what: str):
 def cmd_check(args) -> int:
     from .check import check
 
-    from . import exercises
+    from . import exercises, toolchain
 
     code = 0
     for ex_id in args.exercise:
@@ -75,7 +75,8 @@ def cmd_check(args) -> int:
             print(e.args[0], file=sys.stderr)
             code |= 2
             continue
-        how = "build, run on the GPU, time" if _gpu() else "compile and inspect; no GPU here"
+        # (a device node, not torch: the grading process imports torch beside this one's import)
+        how = "build, run on the GPU, time" if toolchain.gpu_present() else "compile and inspect; no GPU here"
         started = _process_age() if ex_id == args.exercise[0] else None
         with _working(f"checking {ex_id} ({how})..."):
             result = check(ex_id, **check_kwargs(lambda k: getattr(args, k.replace("-", "_"))))
@@ -130,12 +131,6 @@ def cmd_verify(args) -> int:
         return self_test(args.out, args.only)
     return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only,
                   notebook_timeout=args.notebook_timeout)
-
-
-def _gpu() -> bool:
-    from . import toolchain
-
-    return toolchain.has_gpu()
 
 
 # Commands that build or run kernels: they need the course's interpreter (torch and the CUDA tools).

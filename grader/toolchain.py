@@ -143,6 +143,14 @@ def tool_env() -> dict[str, str]:
     return env
 
 
+def gpu_present() -> bool:
+    """A guess without importing torch: an NVIDIA device node (Linux) or WSL's GPU device exists.
+    For starting work early only; has_gpu() decides."""
+    if os.environ.get("COURSE_FORCE_CPU") == "1":
+        return False
+    return any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/dxg").exists()
+
+
 @functools.lru_cache(maxsize=None)
 def has_gpu() -> bool:
     """True when torch sees a CUDA device. COURSE_FORCE_CPU=1 pretends there is none."""

@@ -178,3 +178,31 @@ def test_a_kernel_named_like_pytorchs_is_refused(tmp_path):
     item = next(i for i in result.items if i.name == "kernel names")
     assert item.status == "fail" and "native_scale_add_kernel" in item.detail, str(result)
     assert not result.ok
+
+
+def test_a_grading_process_started_early_loads_the_module_from_its_own_folder(tmp_path):
+    """The learner's loop starts the grading process beside the static checks and the build
+    (supervise.WarmWorker): it gets ready, waits for its config, and loads the module from a copy
+    in the one folder it can see. Here the "module" is no library, so it fails to load: from the
+    copy, reported as the failure of the run, and the process's folder is gone afterwards."""
+    from grader import exercises
+    from grader.check.result import Result
+    from grader.check.supervise import Prepared, RunOptions, WarmWorker, run_worker
+
+    ex = exercises.get("day01.scale_add")
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / "day01_scale_add_b0.so").write_bytes(b"not a shared library")
+    prep = Prepared(Result(ex.id, "scale_add.cu", "gpu"), module_dir=str(built), module_name="day01_scale_add_b0",
+                    kernels=["scale_add_kernel"])
+    opts = RunOptions(seeds=[["0", 0]], perf=False, timeout=120)
+    warm = WarmWorker(opts)
+    folder = warm.tmp
+    try:
+        run_worker(ex, prep, opts, warm=warm)
+    finally:
+        warm.discard()
+    fail = prep.result.first_failure()
+    assert "could not load the built module" in fail, str(prep.result)
+    assert str(folder / "module" / "day01_scale_add_b0.so") in fail, fail
+    assert not folder.exists()

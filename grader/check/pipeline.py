@@ -22,7 +22,7 @@ from .. import exercises as _exercises
 from ..spec import Exercise
 from .result import Result
 from .static import link_checks, python_checks, sass_checks, static_checks
-from .supervise import Prepared, RunOptions, isolate, run_worker
+from .supervise import Prepared, RunOptions, WarmWorker, isolate, run_worker
 
 
 def secret_seed_from_env() -> int | None:
@@ -270,13 +270,14 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
     return built
 
 
-def run(ex: Exercise, prep: Prepared, opts: RunOptions) -> Result:
-    """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
-    clean, the small cases under opts.sanitizers, and ncu's bank-conflict count."""
+def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: WarmWorker | None = None) -> Result:
+    """Run a prepared submission on the GPU in its own process (if it built; in `warm`, a process
+    started beforehand, when given); then, if it ran clean, the small cases under opts.sanitizers,
+    and ncu's bank-conflict count."""
     if prep.module_dir and prep.cpu_only:  # no GPU: a Python module's own checks, nothing else
         run_worker(ex, prep, opts)
     elif prep.module_dir:
-        run_worker(ex, prep, opts)
+        run_worker(ex, prep, opts, warm=warm)
         ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
         if ran_clean:  # never sanitize or profile a hanging or crashing kernel
             for tool in opts.sanitizers:
@@ -344,11 +345,19 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     t0 = time.perf_counter()
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
-    prep = prepare(ex, path, quiet=quiet)
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
                       sanitizers=() if sanitize else tuple(sanitizers),
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s)
-    run(ex, prep, opts)
+    # The grading process starts now, beside the static checks and the build: its torch, CUDA context
+    # and profiler are ready by the time the module is (a Python module's dependencies, and a run under
+    # compute-sanitizer, need a process started with them in view: those start after the build).
+    warm = WarmWorker(opts) if ex.learner_file != "python" and not sanitize and toolchain.gpu_present() else None
+    try:
+        prep = prepare(ex, path, quiet=quiet)
+        run(ex, prep, opts, warm)
+    finally:
+        if warm:
+            warm.discard()
     return _finish(prep.result, t0)
 
 

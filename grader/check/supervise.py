@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,32 +94,65 @@ def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> t
             sandbox.environment(env))
 
 
-def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | None = None) -> None:
+class WarmWorker:
+    """A grading process started before its submission is built: it imports torch, makes its CUDA
+    context and starts the profiler once (seconds each) while the parent runs the static checks and
+    the build, then waits for its config file. Nothing submitted exists when it starts; it gets the
+    built module as a copy in its own scratch folder, the one folder it may write (sandbox.py)."""
+
+    def __init__(self, opts: RunOptions):
+        self.tmp = Path(tempfile.mkdtemp(prefix="grader-"))
+        self.config = self.tmp / "config.json"
+        self.log = open(self.tmp / "output.log", "wb")
+        argv, env = isolate([sys.executable, "-m", "grader.check.worker", "--wait", str(self.config)],
+                            toolchain.subprocess_env(opts.runtime_root), str(self.tmp),
+                            readable=[opts.runtime_root], hide=opts.hide)
+        self.proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def discard(self) -> None:
+        """Stop it if it is still waiting (nothing to grade, or it was used) and remove its folder."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | None = None,
+               warm: WarmWorker | None = None) -> None:
     """Run the worker on a prepared submission, adding what it reports to `result`
-    (the submission's own by default)."""
+    (the submission's own by default); in `warm`, a process already started, when given."""
     result = prep.result if result is None else result
-    with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="grader-") as own_tmp:
+        tmp = str(warm.tmp) if warm else own_tmp
+        module_dir = prep.module_dir
+        if warm and module_dir:  # the warm process can only see its own folder: the module goes there
+            module_dir = str(Path(tmp) / "module")
+            os.mkdir(module_dir)
+            for so in Path(prep.module_dir).glob("*.so"):
+                shutil.copy2(so, module_dir)
         results = Path(tmp) / "results.jsonl"
         results.touch()
-        worker_config = {"exercise": ex.id, "module_dir": prep.module_dir, "module_name": prep.module_name,
+        worker_config = {"exercise": ex.id, "module_dir": module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
                   "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None}
         cfg = Path(tmp) / "config.json"
-        cfg.write_text(json.dumps(worker_config))
+        cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
         env = toolchain.subprocess_env(opts.runtime_root)
         if opts.sanitize:  # one cudaMalloc per tensor, so memcheck sees every overrun (the caching
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # allocator hides them inside its blocks)
         limit = opts.timeout or ex.timeout_s
         timed_out = over_memory = False
-        with open(log, "wb") as logf:
+        with open(log, "ab") as logf:
             prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
             argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], env, tmp,
                                 readable=[prep.module_dir, opts.runtime_root, *(d for d, _ in prep.deps.values())],
                                 hide=opts.hide)
             started = time.time()  # wall clock: the worker's "ready" event says when it was, from its side
-            proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf, stderr=subprocess.STDOUT)
+            cfg.with_suffix(".part").replace(cfg)  # whole: a waiting worker starts the moment it appears
+            proc = warm.proc if warm else subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + limit
             next_rss = 0.0
             while proc.poll() is None:

@@ -1,6 +1,7 @@
 """The grading subprocess: runs a learner's kernel where a crash cannot hurt.
 
-Started by `grader.check` as `python -m grader.check.worker CONFIG.json`. It loads the
+Started by `grader.check` as `python -m grader.check.worker CONFIG.json`, or before the
+submission is built as `... --wait CONFIG.json` (it gets ready, then waits for the file). It loads the
 already built extension, runs every correctness case, profiles one call, and
 times the performance cases, appending one JSON line per result to the results
 file as it goes. If the kernel hangs or kills the process (an illegal address
@@ -509,9 +510,35 @@ def main(cfg: dict) -> int:
     return 0
 
 
+def warm_up() -> None:
+    """What every grading process pays before its first case, paid before the submission exists
+    (`--wait`): torch, a CUDA context, and the profiler's first session (CUPTI's start, seconds;
+    the "kernels launched" check's own session is then quick)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    torch.cuda.init()
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]):
+        torch.ones(8, device="cuda").sum().item()
+
+
+def wait_for(path: str) -> dict:
+    """The config, once the parent has written it (renamed into place whole)."""
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    return json.loads(open(path, encoding="utf-8").read())
+
+
 if __name__ == "__main__":
     try:
-        cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
+        if sys.argv[1] == "--wait":  # started early (supervise.WarmWorker): get ready, then wait
+            warm_up()
+            cfg = wait_for(sys.argv[2])
+        else:
+            cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
         rc = main(cfg)
     except Exception:
         traceback.print_exc()
