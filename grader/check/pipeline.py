@@ -270,14 +270,18 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
     return built
 
 
-def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: WarmWorker | None = None) -> Result:
-    """Run a prepared submission on the GPU in its own process (if it built; in `warm`, a process
-    started beforehand, when given); then, if it ran clean, the small cases under opts.sanitizers,
-    and ncu's bank-conflict count."""
+def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, WarmWorker] | None = None) -> Result:
+    """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
+    clean, the small cases under opts.sanitizers, and ncu's bank-conflict count. `warm`: two
+    processes started beforehand, one for everything but the "kernels launched" check, then one
+    for that check (its profiler must not slow the others)."""
     if prep.module_dir and prep.cpu_only:  # no GPU: a Python module's own checks, nothing else
         run_worker(ex, prep, opts)
     elif prep.module_dir:
-        run_worker(ex, prep, opts, warm=warm)
+        if warm is None:
+            run_worker(ex, prep, opts)
+        elif run_worker(ex, prep, opts, warm=warm[0], part="no launches"):
+            run_worker(ex, prep, opts, warm=warm[1], part="launches")
         ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
         if ran_clean:  # never sanitize or profile a hanging or crashing kernel
             for tool in opts.sanitizers:
@@ -348,16 +352,18 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
                       sanitizers=() if sanitize else tuple(sanitizers),
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s)
-    # The grading process starts now, beside the static checks and the build: its torch, CUDA context
-    # and profiler are ready by the time the module is (a Python module's dependencies, and a run under
-    # compute-sanitizer, need a process started with them in view: those start after the build).
-    warm = WarmWorker(opts) if ex.learner_file != "python" and not sanitize and toolchain.gpu_present() else None
+    # The grading processes start now, beside the static checks and the build: their torch, CUDA
+    # context and (for the launch check) profiler are ready by the time the module is. Not for a Python
+    # module (its dependencies must be in view from the start) or a run under compute-sanitizer.
+    warm = None
+    if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
+        warm = (WarmWorker(opts), WarmWorker(opts, profiler=True))
     try:
         prep = prepare(ex, path, quiet=quiet)
         run(ex, prep, opts, warm)
     finally:
-        if warm:
-            warm.discard()
+        for w in warm or ():
+            w.discard()
     return _finish(prep.result, t0)
 
 

@@ -95,16 +95,19 @@ def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> t
 
 
 class WarmWorker:
-    """A grading process started before its submission is built: it imports torch, makes its CUDA
-    context and starts the profiler once (seconds each) while the parent runs the static checks and
-    the build, then waits for its config file. Nothing submitted exists when it starts; it gets the
-    built module as a copy in its own scratch folder, the one folder it may write (sandbox.py)."""
+    """A grading process started before its submission is built: it imports torch and makes its CUDA
+    context (seconds) while the parent runs the static checks and the build, then waits for its config
+    file. Nothing submitted exists when it starts; it gets the built module as a copy in its own
+    scratch folder, the one folder it may write (sandbox.py). `profiler`: it also runs the profiler's
+    first session (CUPTI's start, ~4 s), for the "kernels launched" check alone: CUPTI, once started,
+    stays in the process and slows every later launch (the cases ran 2-3x slower after it)."""
 
-    def __init__(self, opts: RunOptions):
+    def __init__(self, opts: RunOptions, profiler: bool = False):
         self.tmp = Path(tempfile.mkdtemp(prefix="grader-"))
         self.config = self.tmp / "config.json"
         self.log = open(self.tmp / "output.log", "wb")
-        argv, env = isolate([sys.executable, "-m", "grader.check.worker", "--wait", str(self.config)],
+        wait = ["--wait-profiler" if profiler else "--wait", str(self.config)]
+        argv, env = isolate([sys.executable, "-m", "grader.check.worker", *wait],
                             toolchain.subprocess_env(opts.runtime_root), str(self.tmp),
                             readable=[opts.runtime_root], hide=opts.hide)
         self.proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -119,9 +122,11 @@ class WarmWorker:
 
 
 def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | None = None,
-               warm: WarmWorker | None = None) -> None:
+               warm: WarmWorker | None = None, part: str = "all") -> bool:
     """Run the worker on a prepared submission, adding what it reports to `result`
-    (the submission's own by default); in `warm`, a process already started, when given."""
+    (the submission's own by default); in `warm`, a process already started, when given. `part`:
+    "all", "no launches" (everything but the "kernels launched" check) or "launches" (only that
+    check). True if the worker got to its end."""
     result = prep.result if result is None else result
     with tempfile.TemporaryDirectory(prefix="grader-") as own_tmp:
         tmp = str(warm.tmp) if warm else own_tmp
@@ -136,7 +141,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         worker_config = {"exercise": ex.id, "module_dir": module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
-                  "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None}
+                  "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None,
+                  "part": part}
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
@@ -203,6 +209,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                 result.add("correctness", running or "run", "fail", why + (f"\n{tail}" if tail else ""))
         if opts.sanitize and not timed_out:
             _sanitizer_report(opts.sanitize, log.read_text(errors="replace"), result)
+        return done
 
 
 def _sanitizer_prefix(tool: str) -> list[str]:

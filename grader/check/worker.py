@@ -447,8 +447,11 @@ def main(cfg: dict) -> int:
         return 0
     seeds = cfg["seeds"]
     small = cfg.get("max_case_bytes")
+    part = cfg.get("part", "all")  # "no launches" and "launches": two processes share the work
     untimed = [c for c in ex.cases if not c.perf and not (small and ex.case_bytes(c.params) > small)]
-    profiling = cfg.get("profile", True) and not small and ex.learner_file != "python"
+    if part == "launches":
+        untimed = []
+    profiling = part != "no launches" and not small and ex.learner_file != "python"
     t_phase = time.perf_counter()
 
     def phase(name):  # the seconds since the last phase ended, under `name`
@@ -476,7 +479,8 @@ def main(cfg: dict) -> int:
             result = ("pass", msg)
         emit(group="correctness", name=case.label, status=result[0], detail=result[1])
         release_case_memory()
-    phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
+    if untimed:
+        phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
     if untimed and not small:
         if not stream_case(ex, mod, untimed, seeds[0][1], emit):
             return 1
@@ -489,7 +493,7 @@ def main(cfg: dict) -> int:
         except Exception as e:
             emit(group="work", name="kernels launched", status="fail", detail=_short_error(e))
         phase("kernels launched (torch.profiler)")
-    if cfg.get("perf", True) and ex.perf_cases:
+    if cfg.get("perf", True) and ex.perf_cases and part != "launches":
         from ..bench import L2Flusher
 
         flusher = L2Flusher()
@@ -510,19 +514,21 @@ def main(cfg: dict) -> int:
     return 0
 
 
-def warm_up() -> None:
-    """What every grading process pays before its first case, paid before the submission exists
-    (`--wait`): torch, a CUDA context, and the profiler's first session (CUPTI's start, seconds;
-    the "kernels launched" check's own session is then quick)."""
+def warm_up(profiler: bool) -> None:
+    """What a grading process pays before its first case, paid before the submission exists
+    (`--wait`): torch and a CUDA context; with `profiler` (`--wait-profiler`, the process that only
+    checks which kernels ran), the profiler's first session too (CUPTI's start, seconds)."""
     import torch
 
     if not torch.cuda.is_available():
         return
     torch.cuda.init()
-    from torch.profiler import ProfilerActivity, profile
+    torch.ones(8, device="cuda").sum().item()
+    if profiler:
+        from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]):
-        torch.ones(8, device="cuda").sum().item()
+        with profile(activities=[ProfilerActivity.CUDA]):
+            torch.ones(8, device="cuda").sum().item()
 
 
 def wait_for(path: str) -> dict:
@@ -534,8 +540,8 @@ def wait_for(path: str) -> dict:
 
 if __name__ == "__main__":
     try:
-        if sys.argv[1] == "--wait":  # started early (supervise.WarmWorker): get ready, then wait
-            warm_up()
+        if sys.argv[1] in ("--wait", "--wait-profiler"):  # started early (supervise.WarmWorker)
+            warm_up(profiler=sys.argv[1] == "--wait-profiler")
             cfg = wait_for(sys.argv[2])
         else:
             cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
