@@ -43,7 +43,7 @@ SHARED_LOAD_COUNTERS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
 
 def bank_conflicts(row: dict, access_bytes: tuple[int, int] = (4, 4)) -> tuple[float, float] | None:
     """(loads, stores): the extra passes that one launch's shared loads and stores took
-    because of bank conflicts, from a `profile_python` row with BANK_CONFLICT_METRICS; None
+    because of bank conflicts, from a `start_python` row with BANK_CONFLICT_METRICS; None
     if ncu could not read them. `access_bytes`: the widest shared load and store per thread
     (the SASS says: LDS is 4 bytes, LDS.64 8, LDS.128 16): a warp's access of 32 x b bytes
     takes at least max(1, 32 b / 128) passes of 128 bytes even without a conflict."""
@@ -67,39 +67,68 @@ def available() -> bool:
     return toolchain.has_gpu() and ncu_path() is not None
 
 
-def profile_python(code: str, metrics: tuple[str, ...] | list[str], timeout: float = 180,
-                   kernels: list[str] | None = None, isolate=None) -> list[dict] | None:
-    """Run `code` in a fresh Python under ncu; return one row per kernel launch:
-    {"kernel": name, "id": launch index, metric: value, ...}, or None if ncu cannot run.
-    `kernels` limits profiling to kernels whose names match one of these. `isolate(argv, env,
-    scratch) -> (argv, env)` wraps the command (ncu and the Python under it) when the code
-    runs a submission: the grader's sandbox."""
-    ncu = ncu_path()
-    if not (ncu and toolchain.has_gpu()):
-        return None
-    with tempfile.TemporaryDirectory(prefix="ncu-") as tmp:
+class Pending:
+    """A Python under ncu that has imported torch (no CUDA context yet, so it disturbs no timing)
+    and waits for `go()` to run its code: started early, it saves the import when its turn comes."""
+
+    def __init__(self, code: str, metrics, kernels, isolate):
+        self.proc = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="ncu-")
+        tmp = self._tmp.name
+        self._go = Path(tmp) / "go"
         script = Path(tmp) / "profiled.py"
-        script.write_text(code)
+        script.write_text(f"import os, time\nimport torch\nwhile not os.path.exists({str(self._go)!r}):\n"
+                          f"    time.sleep(0.01)\n{code}")
         env = toolchain.subprocess_env()
         only = ["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []
-        cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), *only,
+        cmd = [ncu_path(), "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), *only,
                sys.executable, str(script)]
         if isolate is not None:
             cmd, env = isolate(cmd, env, tmp)
         try:  # its own process group, so that a timeout stops the profiled Python too
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                    cwd=tmp, start_new_session=True)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                         cwd=tmp, start_new_session=True)
         except OSError:
+            pass
+
+    def go(self, timeout: float = 180) -> list[dict] | None:
+        """Run the code now and wait for ncu's rows: one per kernel launch, {"kernel": name, "id":
+        launch index, metric: value, ...}; None if ncu could not run it."""
+        if self.proc is None:
+            self.cancel()
             return None
+        self._go.touch()
         try:
-            stdout, _ = proc.communicate(timeout=timeout)
+            stdout, _ = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.communicate()
+            self.cancel()
             return None
+        self._tmp.cleanup()
+        return _rows(stdout, self.proc.returncode)
+
+    def cancel(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 9)
+            self.proc.communicate()
+        self._tmp.cleanup()
+
+
+def start_python(code: str, metrics: tuple[str, ...] | list[str], kernels: list[str] | None = None,
+                 isolate=None) -> Pending | None:
+    """A fresh Python under ncu that will run `code` when told (`.go()`); None if ncu cannot run.
+    `kernels` limits profiling to kernels whose names match one of these. `isolate(argv, env,
+    scratch) -> (argv, env)` wraps the command (ncu and the Python under it) when the code runs a
+    submission: the grader's sandbox."""
+    if not (ncu_path() and toolchain.has_gpu()):
+        return None
+    return Pending(code, metrics, kernels, isolate)
+
+
+def _rows(stdout: str, returncode: int) -> list[dict] | None:
+    """ncu's --csv output as one dict per kernel launch."""
     lines = stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
-    if proc.returncode != 0 or start is None:
+    if returncode != 0 or start is None:
         return None
     rows: dict[str, dict] = {}
     for rec in csv.DictReader(io.StringIO("\n".join(lines[start:]))):

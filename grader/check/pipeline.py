@@ -278,19 +278,28 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
     if prep.module_dir and prep.cpu_only:  # no GPU: a Python module's own checks, nothing else
         run_worker(ex, prep, opts)
     elif prep.module_dir:
-        if warm is None:
-            run_worker(ex, prep, opts)
-        elif run_worker(ex, prep, opts, warm=warm[0], part="no launches"):
-            run_worker(ex, prep, opts, warm=warm[1], part="launches")
-        ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
-        if ran_clean:  # never sanitize or profile a hanging or crashing kernel
-            for tool in opts.sanitizers:
-                if tool == "memcheck" or prep.uses_shared_memory:
-                    sanitizer_stage(ex, prep, opts, tool)
-            if ex.max_bank_conflicts is not None:
-                t0 = time.perf_counter()
-                _bank_conflict_check(ex, prep, prep.result, opts)
-                prep.result.add_time("bank conflicts (ncu)", time.perf_counter() - t0)
+        # ncu's Python starts now and imports torch while the kernel runs (no CUDA context: nothing
+        # on the GPU); it profiles after the cases and the timing.
+        pending = _start_bank_conflict_run(ex, prep, opts) if ex.max_bank_conflicts is not None else None
+        try:
+            if warm is None:
+                run_worker(ex, prep, opts)
+            elif run_worker(ex, prep, opts, warm=warm[0], part="no launches"):
+                run_worker(ex, prep, opts, warm=warm[1], part="launches")
+            ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
+            if ran_clean:  # never sanitize or profile a hanging or crashing kernel
+                for tool in opts.sanitizers:
+                    if tool == "memcheck" or prep.uses_shared_memory:
+                        sanitizer_stage(ex, prep, opts, tool)
+                if ex.max_bank_conflicts is not None:
+                    t0 = time.perf_counter()
+                    _bank_conflict_check(ex, prep, prep.result, pending)
+                    pending = None
+                    prep.result.add_time("bank conflicts (ncu)", time.perf_counter() - t0)
+        finally:
+            if pending is not None:
+                pending[0].cancel()
+                pending[1].cleanup()
     return prep.result
 
 
@@ -367,24 +376,42 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     return _finish(prep.result, t0)
 
 
-def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, opts: RunOptions | None = None) -> None:
-    """Shared-memory bank conflicts of each of the learner's kernels over all untimed
-    cases, counted per shared-memory instruction by Nsight Compute where it runs."""
+def _start_bank_conflict_run(ex: Exercise, built: Prepared, opts: RunOptions):
+    """ncu over every untimed case of the built module, started (torch imported, waiting) but not
+    run: (ncu.Pending, its config folder), or None where ncu cannot run."""
+    from .. import ncu
+
+    if not ncu.available():
+        return None
+    tmp = tempfile.TemporaryDirectory(prefix="grader-ncu-")
+    cfg = Path(tmp.name) / "config.json"
+    cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": built.module_dir, "module_name": built.module_name}))
+    pending = ncu.start_python(  # it loads and runs the submission: in the sandbox, as the worker does
+        f"from grader.check.worker import call_once\ncall_once({str(cfg)!r})\n",
+        ncu.BANK_CONFLICT_METRICS, kernels=built.kernels,
+        isolate=lambda argv, env, scratch: isolate(argv, env, scratch, readable=[built.module_dir, tmp.name],
+                                                   hide=opts.hide))
+    if pending is None:
+        tmp.cleanup()
+        return None
+    return pending, tmp
+
+
+def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, started) -> None:
+    """Shared-memory bank conflicts of each of the learner's kernels over all untimed cases,
+    counted per shared-memory instruction by Nsight Compute where it runs (the run `started` by
+    _start_bank_conflict_run)."""
     from .. import ncu
 
     name = "bank conflicts (ncu)"
-    if not ncu.available():
+    if started is None:
         result.add("work", name, "skip", "skipped: Nsight Compute (ncu) is not available here")
         return
-    with tempfile.TemporaryDirectory(prefix="grader-ncu-") as tmp:
-        cfg = Path(tmp) / "config.json"
-        cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": built.module_dir,
-                                   "module_name": built.module_name}))
-        hide = opts.hide if opts else ()
-        rows = ncu.profile_python(  # it loads and runs the submission: in the sandbox, as the worker does
-            f"from grader.check.worker import call_once\ncall_once({str(cfg)!r})\n",
-            ncu.BANK_CONFLICT_METRICS, kernels=built.kernels,
-            isolate=lambda argv, env, scratch: isolate(argv, env, scratch, readable=[built.module_dir, tmp], hide=hide))
+    pending, tmp = started
+    try:
+        rows = pending.go()
+    finally:
+        tmp.cleanup()
     counts = [(r["kernel"].split("(")[0], ncu.bank_conflicts(r, built.shared_access_bytes)) for r in rows or []]
     if not counts or any(c is None for _, c in counts):
         result.add("work", name, "skip", "skipped: ncu could not read the counters here")
