@@ -67,27 +67,32 @@ def available() -> bool:
     return toolchain.has_gpu() and ncu_path() is not None
 
 
-class Pending:
-    """A Python under ncu that has imported torch (no CUDA context yet, so it disturbs no timing)
-    and waits for `go()` to run its code: started early, it saves the import when its turn comes."""
+# The NVTX range (torch.cuda.nvtx.range) whose kernels a profiled call's rows come from.
+PROFILED_RANGE = "course-profiled"
 
-    def __init__(self, code: str, metrics, kernels, isolate):
+
+class Pending:
+    """A Python under ncu, started early: it imports torch and makes its CUDA context (ncu profiles
+    nothing outside PROFILED_RANGE, so it runs no profiled kernel yet), then waits for `go()` to run
+    its code. Its seconds of start-up then pass while the parent builds and grades."""
+
+    def __init__(self, code: str, metrics, isolate):
         self.proc = None
         self._tmp = tempfile.TemporaryDirectory(prefix="ncu-")
-        tmp = self._tmp.name
-        self._go = Path(tmp) / "go"
-        script = Path(tmp) / "profiled.py"
-        script.write_text(f"import os, time\nimport torch\nwhile not os.path.exists({str(self._go)!r}):\n"
-                          f"    time.sleep(0.01)\n{code}")
+        self.folder = Path(self._tmp.name)
+        self._go = self.folder / "go"
+        script = self.folder / "profiled.py"
+        script.write_text(f"import os, time\nos.chdir({str(self.folder)!r})\nimport torch\n"
+                          f"torch.ones(1, device='cuda').sum().item()\n"
+                          f"while not os.path.exists('go'):\n    time.sleep(0.01)\n{code}")
         env = toolchain.subprocess_env()
-        only = ["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []
-        cmd = [ncu_path(), "--clock-control", "none", "--csv", "--metrics", ",".join(metrics), *only,
-               sys.executable, str(script)]
+        cmd = [ncu_path(), "--clock-control", "none", "--csv", "--metrics", ",".join(metrics),
+               "--nvtx", "--nvtx-include", f"{PROFILED_RANGE}/", sys.executable, str(script)]
         if isolate is not None:
-            cmd, env = isolate(cmd, env, tmp)
+            cmd, env = isolate(cmd, env, str(self.folder))
         try:  # its own process group, so that a timeout stops the profiled Python too
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                         cwd=tmp, start_new_session=True)
+                                         cwd=self.folder, start_new_session=True)
         except OSError:
             pass
 
@@ -113,15 +118,14 @@ class Pending:
         self._tmp.cleanup()
 
 
-def start_python(code: str, metrics: tuple[str, ...] | list[str], kernels: list[str] | None = None,
-                 isolate=None) -> Pending | None:
-    """A fresh Python under ncu that will run `code` when told (`.go()`); None if ncu cannot run.
-    `kernels` limits profiling to kernels whose names match one of these. `isolate(argv, env,
+def start_python(code: str, metrics: tuple[str, ...] | list[str], isolate=None) -> Pending | None:
+    """A fresh Python under ncu that will run `code` when told (`.go()`), profiling the kernels
+    launched inside NVTX ranges named PROFILED_RANGE; None if ncu cannot run. `isolate(argv, env,
     scratch) -> (argv, env)` wraps the command (ncu and the Python under it) when the code runs a
-    submission: the grader's sandbox."""
+    submission: the grader's sandbox, whose one visible folder is `Pending.folder`."""
     if not (ncu_path() and toolchain.has_gpu()):
         return None
-    return Pending(code, metrics, kernels, isolate)
+    return Pending(code, metrics, isolate)
 
 
 def _rows(stdout: str, returncode: int) -> list[dict] | None:

@@ -11,7 +11,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import tempfile
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -270,17 +270,20 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
     return built
 
 
-def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, WarmWorker] | None = None) -> Result:
+def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, WarmWorker] | None = None,
+        ncu_run=None) -> Result:
     """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
     clean, the small cases under opts.sanitizers, and ncu's bank-conflict count. `warm`: two
     processes started beforehand, one for everything but the "kernels launched" check, then one
-    for that check (its profiler must not slow the others)."""
+    for that check (its profiler must not slow the others). `ncu_run`: the bank-conflict count's
+    process, started beforehand (_start_bank_conflict_run); run() owns it from here."""
     if prep.module_dir and prep.cpu_only:  # no GPU: a Python module's own checks, nothing else
         run_worker(ex, prep, opts)
     elif prep.module_dir:
-        # ncu's Python starts now and imports torch while the kernel runs (no CUDA context: nothing
-        # on the GPU); it profiles after the cases and the timing.
-        pending = _start_bank_conflict_run(ex, prep, opts) if ex.max_bank_conflicts is not None else None
+        # ncu's Python starts now (if not already) and gets ready while the kernel runs; it profiles
+        # after the cases and the timing.
+        pending = ncu_run or (_start_bank_conflict_run(opts) if ex.max_bank_conflicts is not None else None)
+        ncu_run = None
         try:
             if warm is None:
                 run_worker(ex, prep, opts)
@@ -298,8 +301,9 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
                     prep.result.add_time("bank conflicts (ncu)", time.perf_counter() - t0)
         finally:
             if pending is not None:
-                pending[0].cancel()
-                pending[1].cleanup()
+                pending.cancel()
+    if ncu_run is not None:  # started for a submission that never ran
+        ncu_run.cancel()
     return prep.result
 
 
@@ -364,37 +368,33 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # The grading processes start now, beside the static checks and the build: their torch, CUDA
     # context and (for the launch check) profiler are ready by the time the module is. Not for a Python
     # module (its dependencies must be in view from the start) or a run under compute-sanitizer.
-    warm = None
+    warm, ncu_run = None, None
     if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
         warm = (WarmWorker(opts), WarmWorker(opts, profiler=True))
+        if ex.max_bank_conflicts is not None:
+            ncu_run = _start_bank_conflict_run(opts)
     try:
         prep = prepare(ex, path, quiet=quiet)
-        run(ex, prep, opts, warm)
+        run(ex, prep, opts, warm, ncu_run)
     finally:
         for w in warm or ():
             w.discard()
+        if ncu_run is not None:
+            ncu_run.cancel()  # (a no-op where run() used it)
     return _finish(prep.result, t0)
 
 
-def _start_bank_conflict_run(ex: Exercise, built: Prepared, opts: RunOptions):
-    """ncu over every untimed case of the built module, started (torch imported, waiting) but not
-    run: (ncu.Pending, its config folder), or None where ncu cannot run."""
+def _start_bank_conflict_run(opts: RunOptions):
+    """The process that counts bank conflicts (ncu over each untimed case once), started and waiting
+    for a module (ncu.Pending), or None where ncu cannot run. It can see only its own folder
+    (the sandbox): the module and its config go there when its turn comes."""
     from .. import ncu
 
     if not ncu.available():
         return None
-    tmp = tempfile.TemporaryDirectory(prefix="grader-ncu-")
-    cfg = Path(tmp.name) / "config.json"
-    cfg.write_text(json.dumps({"exercise": ex.id, "module_dir": built.module_dir, "module_name": built.module_name}))
-    pending = ncu.start_python(  # it loads and runs the submission: in the sandbox, as the worker does
-        f"from grader.check.worker import call_once\ncall_once({str(cfg)!r})\n",
-        ncu.BANK_CONFLICT_METRICS, kernels=built.kernels,
-        isolate=lambda argv, env, scratch: isolate(argv, env, scratch, readable=[built.module_dir, tmp.name],
-                                                   hide=opts.hide))
-    if pending is None:
-        tmp.cleanup()
-        return None
-    return pending, tmp
+    return ncu.start_python(  # it loads and runs the submission: in the sandbox, as the worker does
+        "from grader.check.worker import call_once\ncall_once('config.json')\n", ncu.BANK_CONFLICT_METRICS,
+        isolate=lambda argv, env, scratch: isolate(argv, env, scratch, hide=opts.hide))
 
 
 def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, started) -> None:
@@ -407,11 +407,13 @@ def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, started)
     if started is None:
         result.add("work", name, "skip", "skipped: Nsight Compute (ncu) is not available here")
         return
-    pending, tmp = started
-    try:
-        rows = pending.go()
-    finally:
-        tmp.cleanup()
+    module = started.folder / "module"
+    module.mkdir()
+    for so in Path(built.module_dir).glob("*.so"):
+        shutil.copy2(so, module)
+    (started.folder / "config.json").write_text(
+        json.dumps({"exercise": ex.id, "module_dir": str(module), "module_name": built.module_name}))
+    rows = started.go()
     counts = [(r["kernel"].split("(")[0], ncu.bank_conflicts(r, built.shared_access_bytes)) for r in rows or []]
     if not counts or any(c is None for _, c in counts):
         result.add("work", name, "skip", "skipped: ncu could not read the counters here")
