@@ -100,3 +100,25 @@ def test_the_reference_plot_without_a_gpu_comes_from_the_newest_report_that_grad
     assert ref.caption.startswith("measured on H100 on 2026-11-26")
     assert [i.metrics["ratio"] for i in ref.performance()] == [0.91]
     assert nb.reported_result("day11.batch_decode") is None
+
+
+def test_a_stub_fails_as_expected_by_its_outputs_or_its_own_template_checks():
+    """A stub is as expected when a correctness case failed, or (a template) when the exercise's
+    own template check refused it; a stub that did not compile or render never is. Day 13's stub is
+    refused by "one source per specialization" before it runs."""
+    from grader import exercises
+    from grader.check import check
+    from grader.check.result import Result
+
+    day13, day02 = exercises.get("day13.act_and_mul_template"), exercises.get("day02.silu_and_mul")
+    stub = check(day13.id, solutions=False, perf=False, seeds=1)  # the real stub, compile-only here
+    assert any(i.name == "one source per specialization" and i.status == "fail" for i in stub.items), str(stub)
+    assert verify.stub_as_expected(day13, stub)
+    for ex, group, name in [(day02, "correctness", "tail 129"), (day13, "build", "one source per specialization")]:
+        r = Result(ex.id, "x", "gpu")
+        r.add(group, name, "fail", "differs")
+        assert verify.stub_as_expected(ex, r)
+    for ex, name in [(day13, "compiles (nvcc, sm_90)"), (day13, "renders (Jinja2)"), (day02, "one source")]:
+        r = Result(ex.id, "x", "gpu")
+        r.add("build", name, "fail", "error")
+        assert not verify.stub_as_expected(ex, r), name
