@@ -17,6 +17,9 @@ PROFILE_SEED = 0              # the profiled call and the untimed ncu run
 CHECK_TIMEOUT_S = 180.0       # a learner's check (an exercise may set its own)
 CLASS_TIMEOUT_S = 60.0        # one submission in class grading: right ones take 5-20 s on an H200
 SANITIZER_TIMEOUT_FACTOR = 4  # compute-sanitizer runs kernels 10-100x slower, on small cases only
+# A process started before its work (the grading processes and ncu's, started beside the build) gives
+# up after this long without it; it also ends when the check that started it is gone.
+IDLE_WAIT_S = 3600.0
 # The cases small enough to run under compute-sanitizer, per tool (racecheck instruments every
 # shared-memory access: 22 s for Day 6's cases up to 4 MB on an H200; races show in small blocks too).
 SANITIZE_MAX_BYTES = {"memcheck": 4 << 20, "racecheck": 1 << 20}

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import toolchain
+from . import config, toolchain
 
 # Shared-memory bank conflicts, two ways (sm_70 and later):
 # - per executed shared-memory instruction (the `smsp__sass_*` metrics, from the addresses
@@ -82,9 +82,14 @@ class Pending:
         self.folder = Path(self._tmp.name)
         self._go = self.folder / "go"
         script = self.folder / "profiled.py"
+        # It waits for `go`; it gives up after config.IDLE_WAIT_S (ncu, its parent, outlives a check
+        # that dies; in the sandbox, bubblewrap ends it with the check).
         script.write_text(f"import os, time\nos.chdir({str(self.folder)!r})\nimport torch\n"
                           f"torch.ones(1, device='cuda').sum().item()\n"
-                          f"while not os.path.exists('go'):\n    time.sleep(0.01)\n{code}")
+                          f"give_up = time.monotonic() + {config.IDLE_WAIT_S}\n"
+                          f"while not os.path.exists('go'):\n"
+                          f"    if time.monotonic() > give_up:\n        os._exit(0)\n"
+                          f"    time.sleep(0.01)\n{code}")
         env = toolchain.subprocess_env()
         cmd = [ncu_path(), "--clock-control", "none", "--csv", "--metrics", ",".join(metrics),
                "--nvtx", "--nvtx-include", f"{PROFILED_RANGE}/", sys.executable, str(script)]

@@ -206,3 +206,27 @@ def test_a_grading_process_started_early_loads_the_module_from_its_own_folder(tm
     assert "could not load the built module" in fail, str(prep.result)
     assert str(folder / "module" / "day01_scale_add_b0.so") in fail, fail
     assert not folder.exists()
+
+
+def test_a_grading_process_started_early_ends_when_its_check_is_gone(tmp_path):
+    """A check killed before it hands its early-started grading process any work (a learner's
+    Ctrl-C, a closed terminal) leaves no process behind waiting for ever."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = ("from grader.check.supervise import RunOptions, WarmWorker\n"
+            "w = WarmWorker(RunOptions())\nprint(w.proc.pid, flush=True)\nimport os\nos._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=toolchain.subprocess_env())
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    raise AssertionError("the early-started grading process outlived its check by a minute")

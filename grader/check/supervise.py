@@ -110,13 +110,16 @@ class WarmWorker:
         argv, env = isolate([sys.executable, "-m", "grader.check.worker", *wait],
                             toolchain.subprocess_env(opts.runtime_root), str(self.tmp),
                             readable=[opts.runtime_root], hide=opts.hide)
-        self.proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        # stdin: a pipe this process holds open; the worker ends at its end of file (worker.wait_for)
+        self.proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdin=subprocess.PIPE, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
 
     def discard(self) -> None:
         """Stop it if it is still waiting (nothing to grade, or it was used) and remove its folder."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self.proc.stdin.close()
         self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 

@@ -537,9 +537,18 @@ def warm_up(profiler: bool) -> None:
 
 
 def wait_for(path: str) -> dict:
-    """The config, once the parent has written it (renamed into place whole)."""
+    """The config, once the parent has written it (renamed into place whole). Its stdin is a pipe
+    from the check that started it: at end of file that check is gone (a learner's Ctrl-C, a closed
+    terminal), and nothing will come; nor after config.IDLE_WAIT_S: end."""
+    import select
+
+    give_up = time.monotonic() + config.IDLE_WAIT_S
     while not os.path.exists(path):
-        time.sleep(0.01)
+        if time.monotonic() > give_up:
+            os._exit(0)
+        readable, _, _ = select.select([0], [], [], 0.01)
+        if readable and not os.read(0, 1):
+            os._exit(0)
     return json.loads(open(path, encoding="utf-8").read())
 
 
