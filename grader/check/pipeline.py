@@ -390,9 +390,8 @@ def _start_bank_conflict_run(opts: RunOptions):
     (the sandbox): the module and its config go there when its turn comes."""
     from .. import ncu
 
-    if not ncu.available():
-        return None
-    return ncu.start_python(  # it loads and runs the submission: in the sandbox, as the worker does
+    # Called where a GPU is present. It loads and runs the submission: in the sandbox, as the worker does.
+    return ncu.start_python(
         "from grader.check.worker import call_once\ncall_once('config.json')\n", ncu.BANK_CONFLICT_METRICS,
         isolate=lambda argv, env, scratch: isolate(argv, env, scratch, hide=opts.hide))
 
