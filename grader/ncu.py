@@ -63,10 +63,6 @@ def ncu_path() -> str | None:
     return shutil.which("ncu")
 
 
-def available() -> bool:
-    return toolchain.has_gpu() and ncu_path() is not None
-
-
 # The NVTX range (torch.cuda.nvtx.range) whose kernels a profiled call's rows come from.
 PROFILED_RANGE = "course-profiled"
 

@@ -11,7 +11,6 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from .. import exercises as _exercises
 from ..spec import Exercise
 from .result import Result
 from .static import link_checks, python_checks, sass_checks, static_checks
-from .supervise import Prepared, RunOptions, WarmWorker, isolate, run_worker
+from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker
 
 
 def secret_seed_from_env() -> int | None:
@@ -276,14 +275,13 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
     clean, the small cases under opts.sanitizers, and ncu's bank-conflict count. `warm`: two
     processes started beforehand, one for everything but the "kernels launched" check, then one
     for that check (its profiler must not slow the others). `ncu_run`: the bank-conflict count's
-    process, started beforehand (_start_bank_conflict_run); run() owns it from here."""
+    process, started beforehand (_start_bank_conflict_run); the caller cancels it if it is not used."""
     if prep.module_dir and prep.cpu_only:  # no GPU: a Python module's own checks, nothing else
         run_worker(ex, prep, opts)
     elif prep.module_dir:
         # ncu's Python starts now (if not already) and gets ready while the kernel runs; it profiles
         # after the cases and the timing.
         pending = ncu_run or (_start_bank_conflict_run(opts) if ex.max_bank_conflicts is not None else None)
-        ncu_run = None
         try:
             if warm is None:
                 run_worker(ex, prep, opts)
@@ -302,8 +300,6 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
         finally:
             if pending is not None:
                 pending.cancel()
-    if ncu_run is not None:  # started for a submission that never ran
-        ncu_run.cancel()
     return prep.result
 
 
@@ -380,7 +376,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
         for w in warm or ():
             w.discard()
         if ncu_run is not None:
-            ncu_run.cancel()  # (a no-op where run() used it)
+            ncu_run.cancel()  # (a no-op where it ran)
     return _finish(prep.result, t0)
 
 
@@ -406,12 +402,9 @@ def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, started)
     if started is None:
         result.add("work", name, "skip", "skipped: Nsight Compute (ncu) is not available here")
         return
-    module = started.folder / "module"
-    module.mkdir()
-    for so in Path(built.module_dir).glob("*.so"):
-        shutil.copy2(so, module)
+    module = copy_module(built.module_dir, started.folder)
     (started.folder / "config.json").write_text(
-        json.dumps({"exercise": ex.id, "module_dir": str(module), "module_name": built.module_name}))
+        json.dumps({"exercise": ex.id, "module_dir": module, "module_name": built.module_name}))
     rows = started.go()
     counts = [(r["kernel"].split("(")[0], ncu.bank_conflicts(r, built.shared_access_bytes)) for r in rows or []]
     if not counts or any(c is None for _, c in counts):

@@ -94,6 +94,15 @@ def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> t
             sandbox.environment(env))
 
 
+def copy_module(module_dir: str, folder: Path) -> str:
+    """The built module copied into `folder`/module, for a process that sees only `folder`."""
+    into = folder / "module"
+    into.mkdir()
+    for so in Path(module_dir).glob("*.so"):
+        shutil.copy2(so, into)
+    return str(into)
+
+
 class WarmWorker:
     """A grading process started before its submission is built: it imports torch and makes its CUDA
     context (seconds) while the parent runs the static checks and the build, then waits for its config
@@ -135,10 +144,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         tmp = str(warm.tmp) if warm else own_tmp
         module_dir = prep.module_dir
         if warm and module_dir:  # the warm process can only see its own folder: the module goes there
-            module_dir = str(Path(tmp) / "module")
-            os.mkdir(module_dir)
-            for so in Path(prep.module_dir).glob("*.so"):
-                shutil.copy2(so, module_dir)
+            module_dir = copy_module(module_dir, warm.tmp)
         results = Path(tmp) / "results.jsonl"
         results.touch()
         worker_config = {"exercise": ex.id, "module_dir": module_dir, "module_name": prep.module_name,
@@ -155,10 +161,11 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         limit = opts.timeout or ex.timeout_s
         timed_out = over_memory = False
         with open(log, "ab") as logf:
-            prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
-            argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], env, tmp,
-                                readable=[prep.module_dir, opts.runtime_root, *(d for d, _ in prep.deps.values())],
-                                hide=opts.hide)
+            if not warm:  # (a warm process was isolated when it started)
+                prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
+                argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], env, tmp,
+                                    readable=[prep.module_dir, opts.runtime_root, *(d for d, _ in prep.deps.values())],
+                                    hide=opts.hide)
             started = time.time()  # wall clock: the worker's "ready" event says when it was, from its side
             cfg.with_suffix(".part").replace(cfg)  # whole: a waiting worker starts the moment it appears
             proc = warm.proc if warm else subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf, stderr=subprocess.STDOUT)
