@@ -115,14 +115,14 @@ def cmd_grade(args) -> int:
 
     return grade_class(args.submissions, args.out, only=args.only, force=args.force, jobs=args.jobs,
                        timeout=args.timeout, memory_gb=args.memory_gb, secret_seed=args.secret_seed,
-                       seeds=args.seeds, gpus=args.gpus, ray=args.ray)
+                       seeds=args.seeds, gpus=args.gpus, ray=args.ray, lanes=args.lanes)
 
 
 def cmd_verify(args) -> int:
     from .maintain.verify import class_benchmark, self_test, verify
 
     if args.class_benchmark:
-        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus)
+        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus, lanes=args.lanes)
     if args.ncu_jupyter:
         from .maintain.ncu_jupyter import ncu_jupyter
 
@@ -168,8 +168,11 @@ def main(argv=None) -> int:
     p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
     p.add_argument("--seeds", type=int, default=config.PUBLIC_SEEDS, help="public seeds per correctness case")
     p.add_argument("--gpus", default="all", metavar="all|N|0,1",
-                   help="the GPUs that grade, one grading process each, each with its own baseline figures: "
+                   help="the GPUs that grade, each with its own baseline figures: "
                         "all visible (default), the first N, or these indices")
+    p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
+                   help=f"submissions graded side by side on each GPU, each timed with the GPU to itself "
+                        f"(default {config.CLASS_LANES}; 1: one at a time)")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="grade on a Ray cluster, one GPU per grading task: the cluster at ADDRESS ('auto': the one "
                         "this host is in), or without ADDRESS a local one started for the run with --gpus GPUs "
@@ -195,6 +198,8 @@ def main(argv=None) -> int:
                         "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
     p.add_argument("--gpus", default="all", metavar="all|N|0,1",
                    help="with --class-benchmark: the GPUs it grades on (run it on 1 and on N to measure the scaling)")
+    p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
+                   help="with --class-benchmark: submissions graded side by side on each GPU")
     p.set_defaults(fn=cmd_verify)
     args = parser.parse_args(argv)
     if args.command in NEEDS_TORCH and importlib.util.find_spec("torch") is None:

@@ -35,3 +35,6 @@ SANITIZER_SKIP_KERNELS = ("native", "at_cuda_detail")
 
 # Host memory of one grading process in class grading.
 CLASS_MEMORY_GB = 16.0
+# Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself
+# (check/gate.py). Cases, compute-sanitizer and process starts fill the GPU's time between timings.
+CLASS_LANES = 4

@@ -179,5 +179,50 @@ def test_projection_from_measured_runs(tmp_path):
     assert abs(p2["rows"][1]["gpu_s"] - 4800 * 10.0 / (8 * (300 / 160) / 2)) < 1e-6
     (tmp_path / "class-grading.json").write_text(json.dumps(dict(two, runs=[one, two])))
     md = class_report(tmp_path)
-    assert "| 2 | today, c2 |" in md and "1 differ: s3" in md and "measured: the GPU phase 1.88x faster" in md
+    assert "| 2 | 1 | today, c2 |" in md and "1 differ: s3" in md and "measured: the GPU phase 1.88x faster" in md
     assert "## Projection: a class of 300" in md and "| one 8-GPU host | 8 |" in md
+    assert "Were the preparation to run beside the GPU phase" in md
+    # a run with lanes prepares and grades side by side: the longer of the two counts, not their sum
+    lanes = dict(_run(1, 300.0), lanes=4)
+    lanes["timing"].update(overlapped=True, lanes=4)
+    p3 = projection(dict(lanes, runs=[one, lanes]), exercises=16)
+    host = p3["rows"][1]
+    assert p3["overlapped"] and p3["lanes"] == 4
+    assert host["total_s"] == max(host["prepare_s"], host["calibrate_s"] + host["gpu_s"])
+    (tmp_path / "class-grading.json").write_text(json.dumps(dict(lanes, runs=[one, lanes])))
+    md = class_report(tmp_path)
+    assert "The preparation runs beside the GPU phase" in md and "4 submissions at a time on each GPU" in md
+
+
+def test_lanes_grade_side_by_side_on_one_gpu_from_a_feed_that_grows(tmp_path):
+    """Two lanes on one GPU take items as a generator hands them over (class grading's preparation
+    runs beside the GPUs); both lanes' processes get that GPU's gate folder."""
+    import time
+
+    def feed():
+        for i in range(4):
+            time.sleep(0.1)  # an item prepared a little later than the one before
+            yield i
+
+    done = []
+    stats = run_on_slots(["0"], feed(), slots.probe,
+                         lambda item, result, device, seconds, error: done.append((result, error)),
+                         lanes=2, gate_root=tmp_path)
+    assert sorted(r["item"] for r, _ in done) == [0, 1, 2, 3] and not any(e for _, e in done)
+    assert {r["gate"] for r, _ in done} == {str(tmp_path / "gpu-0")}
+    assert len({r["pid"] for r, _ in done}) == 2  # a process per lane
+    overlap = [(a, b) for a, _ in done for b, _ in done
+               if a is not b and a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlap, "the two lanes never ran at the same time"
+    g = stats["per_gpu"]["0"]
+    assert g["graded"] == 4 and g["lane_s"] > g["busy_s"] > 0  # the GPU's busy time counts overlaps once
+
+
+def test_a_failing_feed_is_said_not_lost():
+    def feed():
+        yield 0
+        raise RuntimeError("the preparation pool died")
+
+    done = []
+    stats = run_on_slots(["0"], feed(), slots.probe, lambda *a: done.append(a), lanes=2)
+    assert len(done) == 1 and any("preparation pool died" in e for e in stats["errors"])

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from .. import build as _build
 from .. import config, toolchain
 from .. import exercises as _exercises
 from ..spec import Exercise
+from .gate import GpuGate
 from .result import Result
 from .static import link_checks, python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker
@@ -294,7 +296,9 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
                         sanitizer_stage(ex, prep, opts, tool)
                 if ex.max_bank_conflicts is not None:
                     t0 = time.perf_counter()
-                    _bank_conflict_check(ex, prep, prep.result, pending)
+                    # ncu cannot pause between cases: no timing runs beside it (class grading's lanes)
+                    with GpuGate(opts.gate).holding(pending.folder) if opts.gate and pending else nullcontext():
+                        _bank_conflict_check(ex, prep, prep.result, pending)
                     pending = None
                     prep.result.add_time("bank conflicts (ncu)", time.perf_counter() - t0)
         finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import config, toolchain
 from ..spec import Exercise
 from . import sandbox
+from .gate import GpuGate, Supervised
 from .result import Result
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
@@ -39,6 +40,8 @@ class RunOptions:
     # folders the grading process may not see, besides the solutions and the build cache (class
     # grading: the submissions and the output folder); applies where the sandbox works
     hide: tuple[str, ...] = ()
+    # class grading's lanes: the folder of the GPU's gate (gate.py), where several gradings share a GPU
+    gate: str | None = None
 
 
 @dataclass
@@ -151,7 +154,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
                   "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None,
-                  "part": part}
+                  "part": part, "gate": bool(opts.gate)}
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
@@ -168,21 +171,33 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                                     hide=opts.hide)
             started = time.time()  # wall clock: the worker's "ready" event says when it was, from its side
             cfg.with_suffix(".part").replace(cfg)  # whole: a waiting worker starts the moment it appears
-            proc = warm.proc if warm else subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf, stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + limit
-            next_rss = 0.0
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
-                    timed_out = True
-                elif opts.memory_limit_gb and time.monotonic() > next_rss:
-                    next_rss = time.monotonic() + 0.25
-                    over_memory = _tree_rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30
-                if timed_out or over_memory:
-                    proc.kill()
-                    break
-                time.sleep(0.05)
-            rc = proc.wait()
-            ended = time.time()
+            # registered before it starts: a timing running now pauses it before its first case
+            gate = Supervised(GpuGate(opts.gate), tmp) if opts.gate else None
+            try:
+                proc = warm.proc if warm else subprocess.Popen(argv, cwd=tmp, env=env, stdout=logf,
+                                                               stderr=subprocess.STDOUT)
+                deadline = time.monotonic() + limit
+                next_rss = 0.0
+                last = time.monotonic()
+                while proc.poll() is None:
+                    now = time.monotonic()
+                    if gate is not None and gate.tick():  # paused for another's timing, or waiting to time:
+                        deadline += now - last            # not charged to its time limit
+                    last = now
+                    if now > deadline:
+                        timed_out = True
+                    elif opts.memory_limit_gb and time.monotonic() > next_rss:
+                        next_rss = time.monotonic() + 0.25
+                        over_memory = _tree_rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30
+                    if timed_out or over_memory:
+                        proc.kill()
+                        break
+                    time.sleep(0.05 if gate is None else 0.01)
+                rc = proc.wait()
+                ended = time.time()
+            finally:  # (a process left registered would hold up every timing on its GPU)
+                if gate is not None:
+                    gate.close()
         running, done, fatal = None, False, None
         for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
             rec = json.loads(line)

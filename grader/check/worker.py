@@ -17,6 +17,7 @@ import time
 import traceback
 
 from .. import config
+from .gate import WorkerGate
 
 
 class Emitter:
@@ -419,6 +420,25 @@ def release_case_memory():
     torch.cuda.empty_cache()
 
 
+def time_cases(ex, mod, calibrated: dict, emit) -> bool:
+    """Every performance case timed; False if the CUDA context was lost."""
+    from ..bench import L2Flusher
+
+    flusher = L2Flusher()
+    for case in ex.perf_cases:
+        emit(event="start", name=case.label)
+        try:
+            status, detail, metrics = measure(ex, mod, case, flusher, calibrated.get(case.label))
+            emit(group="performance", name=case.label, status=status, detail=detail, metrics=metrics)
+        except Exception as e:
+            emit(group="performance", name=case.label, status="fail", detail=_short_error(e))
+            if not _cuda_alive():
+                emit(event="fatal", detail=f"crashed while timing '{case.label}'")
+                return False
+        release_case_memory()
+    return True
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
@@ -438,6 +458,8 @@ def main(cfg: dict) -> int:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
     emit(event="ready", t=time.time())
+    # Class grading's lanes share a GPU: each case between pauses, the timing with the GPU alone (gate.py).
+    gate = WorkerGate(os.path.dirname(os.path.abspath(cfg["results"])), bool(cfg.get("gate")))
     if ex.module_checks is not None:
         emit(event="start", name="module checks")
         try:
@@ -468,7 +490,8 @@ def main(cfg: dict) -> int:
         result = None
         for label, seed in seeds:
             try:
-                ok, msg, *_ = run_case(ex, mod, case, seed)
+                with gate.busy():
+                    ok, msg, *_ = run_case(ex, mod, case, seed)
             except Exception as e:
                 ok, msg = False, _short_error(e)
                 if not _cuda_alive():
@@ -485,25 +508,17 @@ def main(cfg: dict) -> int:
     if untimed:
         phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
     if untimed and not small:
-        if not stream_case(ex, mod, untimed, seeds[0][1], emit):
+        with gate.busy():
+            alive = stream_case(ex, mod, untimed, seeds[0][1], emit)
+        if not alive:
             return 1
         phase("side stream")
     if cfg.get("perf", True) and ex.perf_cases and part != "launches":
-        from ..bench import L2Flusher
-
-        flusher = L2Flusher()
-        calibrated = cfg.get("calibrated") or {}
-        for case in ex.perf_cases:
-            emit(event="start", name=case.label)
-            try:
-                status, detail, metrics = measure(ex, mod, case, flusher, calibrated.get(case.label))
-                emit(group="performance", name=case.label, status=status, detail=detail, metrics=metrics)
-            except Exception as e:
-                emit(group="performance", name=case.label, status="fail", detail=_short_error(e))
-                if not _cuda_alive():
-                    emit(event="fatal", detail=f"crashed while timing '{case.label}'")
-                    return 1
-            release_case_memory()
+        with gate.exclusive():  # every other grading on this GPU paused (class grading's lanes)
+            if gate.enabled:
+                phase("waiting for the GPU alone")
+            if not time_cases(ex, mod, cfg.get("calibrated") or {}, emit):
+                return 1
         phase(f"timing ({_count(len(ex.perf_cases), 'case')})")
     # After the timing: CUPTI, once the profiler has started it, stays in the process and slows every
     # later launch (the cases ran 2-3x slower after it), and what is timed should not carry it.
@@ -511,7 +526,8 @@ def main(cfg: dict) -> int:
         small = [c for c in ex.cases if not c.perf]
         emit(event="start", name="kernels launched")
         try:
-            _profile_kernels(ex, mod, small[len(small) // 2], cfg["kernels"], emit)
+            with gate.busy():
+                _profile_kernels(ex, mod, small[len(small) // 2], cfg["kernels"], emit)
         except Exception as e:
             emit(group="work", name="kernels launched", status="fail", detail=_short_error(e))
         phase("kernels launched (torch.profiler)")

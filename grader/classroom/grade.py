@@ -3,15 +3,17 @@
 SUBMISSIONS holds one folder per student mirroring kernels/ (STUDENT/day02/silu_and_mul.cu,
 or STUDENT/kernels/day02/...), or one archive per student (STUDENT.zip, .tar, .tar.gz, .tgz).
 
-1. Every (student, exercise) is prepared in parallel across the cores: source and SASS
-   checks, then the extension build (a process pool; nvcc and g++ run side by side).
-2. Every GPU of the host grades (`--gpus all|N|0,2`, slots.py): one slot process per GPU,
+1. Every (student, exercise) is prepared in parallel on half the cores: source and SASS
+   checks, then the extension build (a process pool; nvcc and g++ run side by side). Each goes
+   to the GPUs as soon as it is prepared.
+2. Every GPU of the host grades (`--gpus all|N|0,2`, slots.py): a slot per GPU, its processes
    pinned to it with CUDA_VISIBLE_DEVICES; each measures its GPU's baseline (the copy
-   bandwidth, ...) once for the run and grades with its own figures. A slot runs one
-   submission at a time (timing needs the GPU to itself), each in its own process with a time
-   limit and a host-memory limit, in a scratch directory, with the run's secret seed, from a
-   copy of the grader that has no solutions/ in it; a free slot takes the next submission.
-   With `--ray [ADDRESS]` the gradings are Ray tasks of one GPU each instead (ray_backend.py).
+   bandwidth, ...) once for the run and grades with its own figures. A slot grades `--lanes`
+   submissions side by side, each in its own process with a time limit and a host-memory limit,
+   in a scratch directory, with the run's secret seed, from a copy of the grader that has no
+   solutions/ in it; each timing has the GPU to itself (the others pause: check/gate.py); a free
+   lane takes the next submission. With `--ray [ADDRESS]` the gradings are Ray tasks of one GPU
+   each instead (ray_backend.py), after every submission is prepared.
 3. Each result is written as soon as it exists (OUT/results/STUDENT/EXERCISE.json): an
    interrupted run resumes where it stopped; --force grades everything again.
 4. OUT/gradebook.csv and .json, OUT/STUDENT/results.json (Gradescope's format),
@@ -34,6 +36,7 @@ import os
 import random
 import shutil
 import socket
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +45,7 @@ from .. import config, toolchain
 from .. import exercises as _exercises
 from ..check import Prepared, Result, RunOptions, prepare, run, sandbox
 from .reports import score, write_reports
-from .slots import resolve_gpus, run_on_slots
+from .slots import resolve_gpus, run_on_slots, slot_gate
 from .submissions import discover, locate
 
 
@@ -93,7 +96,7 @@ def grade_one(item, calibration: dict | None) -> dict:
     student, ex_id, prep, opts = item[:4]
     ex = _exercises.get(ex_id)
     t1 = time.perf_counter()
-    run(ex, prep, replace(opts, calibrated=(calibration or {}).get(ex_id)))
+    run(ex, prep, replace(opts, calibrated=(calibration or {}).get(ex_id), gate=slot_gate()))
     return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
 
 
@@ -124,9 +127,11 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
                 jobs: int | None = None, timeout: float | None = None,
                 memory_gb: float = config.CLASS_MEMORY_GB,
                 secret_seed: int | None = None, seeds: int = config.PUBLIC_SEEDS, echo=print,
-                gpus: str | int | None = None, ray: str | None = None, ray_options: dict | None = None) -> int:
+                gpus: str | int | None = None, ray: str | None = None, ray_options: dict | None = None,
+                lanes: int = config.CLASS_LANES) -> int:
     """Grade every submission in `submissions` into `out` (see the module's text). `gpus`: "all"
-    (default), a count or indices ("0,1") of the GPUs this host grades on. `ray`: grade on a Ray
+    (default), a count or indices ("0,1") of the GPUs this host grades on; `lanes`: submissions
+    graded side by side on each (each timed with the GPU to itself). `ray`: grade on a Ray
     cluster instead, at that address ("local": one started for the run, with `gpus` GPUs);
     `ray_options` are passed to ray_backend.RaySession (tests: a pretend cluster's resources, a task)."""
     submissions, out = Path(submissions), Path(out)
@@ -182,26 +187,25 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         from .ray_backend import RaySession
 
         session = RaySession(None if ray == "local" else ray, devices, echo, **(ray_options or {}))
+    if lanes < 1:
+        echo(f"--lanes {lanes}: at least 1")
+        return 2
     try:
         return _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo,
-                      devices, session, run_file, t0)
+                      devices, session, run_file, t0, lanes)
     finally:
         if session:
             session.close()
 
 
 def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,
-           session, run_file, t0) -> int:
+           session, run_file, t0, lanes) -> int:
     t_build = time.perf_counter()
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..build import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
     jobs = jobs or max(1, (os.cpu_count() or 2) // 2)
-    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        prepared = list(pool.map(_prepare_job, [(ex.id, str(p) if p else None, d) for _, ex, p, d in todo]))
-    build_s = time.perf_counter() - t_build
-    echo(f"prepared (static checks, SASS, builds) in {build_s:.0f} s with {jobs} processes")
     runtime = _runtime_copy(out / ".work")
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
@@ -214,32 +218,49 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
 
     save_run()
     counts = {"graded": 0, "errors": []}
+    write_lock = threading.Lock()
 
     def done(student, ex, record, where=""):
-        write_result(out, student, ex.id, record)
-        counts["graded"] += 1
-        echo(_line(student, ex.id, record, where))
+        with write_lock:
+            write_result(out, student, ex.id, record)
+            counts["graded"] += 1
+            echo(_line(student, ex.id, record, where))
 
-    # What no GPU can change is written now: submissions that are missing, unreadable, or failed
-    # a check before the build (nothing of theirs would run); the rest go to the GPUs.
-    items = []
-    for (student, ex, path, display), prep in zip(todo, prepared):
-        if (student, ex.id) in problems:
-            prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
-            done(student, ex, record_of(student, ex, prep.result, 0.0))
-        elif prep.module_dir is None and prep.result.failures:
-            done(student, ex, record_of(student, ex, prep.result, 0.0))
-        else:
-            items.append((student, ex.id, prep, opts, str(path), display))
+    prepared_at = {"s": 0.0}
+
+    def prepared_items(pool):
+        """Each submission as soon as it is prepared: what no GPU can change is written now
+        (submissions that are missing, unreadable, or failed a check before the build: nothing of theirs
+        would run); the rest go to the GPUs, which grade while the others are still being prepared."""
+        futures = {pool.submit(_prepare_job, (ex.id, str(p) if p else None, d)): (student, ex, p, d)
+                   for student, ex, p, d in todo}
+        for fut in cf.as_completed(futures):
+            student, ex, path, display = futures[fut]
+            prep = fut.result()
+            prepared_at["s"] = time.perf_counter() - t_build
+            if (student, ex.id) in problems:
+                prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
+                done(student, ex, record_of(student, ex, prep.result, 0.0))
+            elif prep.module_dir is None and prep.result.failures:
+                done(student, ex, record_of(student, ex, prep.result, 0.0))
+            else:
+                yield (student, ex.id, prep, opts, str(path), display)
+        echo(f"prepared (static checks, SASS, builds) in {prepared_at['s']:.0f} s with {jobs} processes")
+
     t_run = time.perf_counter()
-    if session is not None:
-        try:
-            stats = session.grade(items, [e.id for e in exs], done, run_info, save_run)
-        except RuntimeError as e:  # no cluster, or one without GPUs: what was graded is kept
-            echo(f"ray: {e}")
-            return 1
-    else:
-        stats = _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run)
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        if session is not None:
+            items = list(prepared_items(pool))  # (a Ray run takes them all at once)
+            t_run = time.perf_counter()
+            try:
+                stats = session.grade(items, [e.id for e in exs], done, run_info, save_run)
+            except RuntimeError as e:  # no cluster, or one without GPUs: what was graded is kept
+                echo(f"ray: {e}")
+                return 1
+        else:
+            stats = _grade_on_slots(prepared_items(pool), devices, runtime, exs, done, echo, run_info, save_run,
+                                    lanes, out / ".work" / "gates")
+    build_s = prepared_at["s"]
     counts["errors"] = stats.get("errors", [])
     run_s = time.perf_counter() - t_run
     rows = write_reports(out, exs)
@@ -248,12 +269,14 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     (out / "timing.json").write_text(json.dumps({
         "graded": len(todo), "prepare_s": build_s, "run_s": run_s, "total_s": total, "jobs": jobs,
         "gpus": len(per_gpu) or 1, "backend": "ray" if session is not None else "slots",
+        "lanes": lanes if session is None else 1, "overlapped": session is None,
         "gpu_busy_s": sum(g["busy_s"] for g in per_gpu.values()),
         "calibrate_s": max((g.get("setup_s", 0.0) for g in per_gpu.values()), default=0.0),
         "per_gpu": per_gpu, "has_gpu": toolchain.has_gpu()}, indent=1))
     echo(f"graded {len(todo)} submissions in {total:.0f} s (prepare {build_s:.0f} s, GPU {run_s:.0f} s "
-         f"on {len(per_gpu) or 1} GPU{'s' if len(per_gpu) > 1 else ''}); "
-         f"gradebook: {out / 'gradebook.csv'} ({len(rows)} rows)")
+         f"on {len(per_gpu) or 1} GPU{'s' if len(per_gpu) > 1 else ''}"
+         + (", preparing and grading side by side" if session is None else "")
+         + f"); gradebook: {out / 'gradebook.csv'} ({len(rows)} rows)")
     for err in counts["errors"]:
         echo(f"not graded: {err}")
     if counts["errors"]:
@@ -262,12 +285,14 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     return 0
 
 
-def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run) -> dict:
-    """This host's GPUs, one slot process each (slots.py)."""
+def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, gates) -> dict:
+    """This host's GPUs, a slot each with `lanes` processes (slots.py); `items` arrive as they are prepared."""
     ex_by_id = {e.id: e for e in exs}
     gpu = toolchain.has_gpu()
     names = ", ".join(d or "the one visible" for d in devices)
-    echo(f"grading on {len(devices)} GPU{'s' if len(devices) > 1 else ''} ({names}), one process per GPU"
+    echo(f"grading on {len(devices)} GPU{'s' if len(devices) > 1 else ''} ({names}), "
+         + ("one submission at a time on each" if lanes == 1 else
+            f"{lanes} submissions side by side on each, each timed with its GPU to itself")
          + ("" if gpu else "; no GPU here: compile-only stages"))
     errors = []
 
@@ -287,7 +312,7 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
             return
         done(student, ex_by_id[ex_id], record, f"[GPU {device}] " if len(devices) > 1 else "")
 
-    setup = functools.partial(calibrate_all, runtime, [e.id for e in exs]) if gpu and items else None
+    setup = functools.partial(calibrate_all, runtime, [e.id for e in exs]) if gpu else None
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
-                         sandbox_off=sandbox.available())
+                         sandbox_off=sandbox.available(), lanes=lanes, gate_root=gates)
     return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors}

@@ -1,12 +1,14 @@
-"""Grading slots: one process per GPU of the host, each pinned to its GPU.
+"""Grading slots: one per GPU of the host, each pinned to its GPU, grading `lanes` submissions at a time.
 
 `resolve_gpus("all" | N | "0,1")` says which GPUs a class run uses (those visible to this process:
-CUDA_VISIBLE_DEVICES where it is set, else every device torch sees). `run_on_slots` starts one
-process per GPU with CUDA_VISIBLE_DEVICES set to that GPU alone, so everything it starts (the
+CUDA_VISIBLE_DEVICES where it is set, else every device torch sees). `run_on_slots` starts the
+processes of a slot with CUDA_VISIBLE_DEVICES set to its GPU alone, so everything they start (the
 calibration, the sandboxed grading processes, compute-sanitizer, ncu) sees that GPU and no other;
-each slot runs its `setup` once (the calibration of its GPU) and then takes the next item from one
-shared queue as soon as it is free, so a slow submission delays only its own GPU. A slot process
-that dies is started again and its item given to it once more (then reported as an error).
+each slot runs its `setup` once (the calibration of its GPU), then each of its lanes takes the next
+item from one shared feed as soon as it is free, so a slow submission delays only its own lane. With
+several lanes a GPU grades several submissions side by side, and its gate (check/gate.py) gives each
+timing the GPU alone: the others pause between two cases meanwhile. A slot process that dies is
+started again and its item given once more (then reported as an error).
 
 Without a GPU, "all" is one slot that pins nothing; an explicit count or list still makes that many
 slots (nothing runs on a GPU there: the compile-only stages only), which is how the tests see two
@@ -14,13 +16,14 @@ slots run side by side on a CPU machine (`probe`).
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import multiprocessing
 import os
-import queue
 import threading
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Iterable
 
 from .. import toolchain
 
@@ -67,36 +70,82 @@ def resolve_gpus(spec: str | int | None = None) -> list[str | None]:
     return [str(p) for p in picks]
 
 
-def _slot_init(device: str | None, sandbox_off: str | None) -> None:
-    """A slot process: its GPU alone, and the sandbox decision of the run (made once by the parent)."""
+_GATE: str | None = None  # in a slot process with lanes: its GPU's gate folder (check/gate.py)
+
+
+def slot_gate() -> str | None:
+    """The gate folder of the GPU this slot process grades on, where several lanes share it; else None."""
+    return _GATE
+
+
+def _slot_init(device: str | None, sandbox_off: str | None, gate: str | None) -> None:
+    """A slot process: its GPU alone, the sandbox decision of the run (made once by the parent), and
+    its GPU's gate where lanes share the GPU."""
+    global _GATE
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
     if sandbox_off:
         from ..check import sandbox
 
         sandbox.disable(sandbox_off)
+    _GATE = gate
 
 
-def _executor(device, sandbox_off):
-    return cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_slot_init, initargs=(device, sandbox_off))
+def _executor(device, sandbox_off, lanes, gate):
+    return cf.ProcessPoolExecutor(max_workers=lanes, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=_slot_init, initargs=(device, sandbox_off, gate))
 
 
-def run_on_slots(devices: list[str | None], items: list, work: Callable, on_done: Callable,
+class _Feed:
+    """The items, taken one at a time by every lane of every slot: a list, or an iterable that yields
+    each item once it is ready (class grading hands each submission over as soon as it is prepared),
+    and the items given back to be run again."""
+
+    def __init__(self, items: Iterable):
+        self._items = iter(items)
+        self._lock = threading.Lock()
+        self._again: collections.deque = collections.deque()
+        self.exhausted = False
+        self.error: str | None = None
+
+    def take(self):
+        with self._lock:
+            if self._again:
+                return self._again.popleft()
+            if self.exhausted:
+                return None
+            try:
+                return next(self._items), 1
+            except StopIteration:
+                self.exhausted = True
+                return None
+            except Exception as e:  # the items could not be made (preparation failed): none is lost silently
+                self.exhausted, self.error = True, f"{type(e).__name__}: {e}"
+                return None
+
+    def again(self, item, attempt: int) -> None:
+        self._again.append((item, attempt))
+
+
+def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_done: Callable,
                  setup: Callable | None = None, on_setup: Callable | None = None,
-                 sandbox_off: str | None = None, attempts: int = 2) -> dict:
-    """Run `work(item, context)` for every item, one at a time per slot, a slot per device.
+                 sandbox_off: str | None = None, attempts: int = 2, lanes: int = 1,
+                 gate_root: str | Path | None = None) -> dict:
+    """Run `work(item, context)` for every item, a slot per device, `lanes` items at a time per slot.
     `setup()` runs first in each slot (its result is the slot's `context`; `on_setup(device,
     context)` sees it); `on_done(item, result, device, seconds, error)` is called in this process,
     one call at a time, as each item finishes (result None and `error` saying why if its slot kept
     dying or `work` raised). `work`, `setup` and the items must pickle (module-level functions).
-    Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds on items, "setup_s": seconds of
-    its setup}}, "errors": [slots whose setup failed; the others took their items]}."""
-    todo: queue.Queue = queue.Queue()
-    for item in items:
-        todo.put((item, 1))
+    With lanes > 1 each slot's processes get its GPU's gate folder under `gate_root` (slot_gate()):
+    the gradings sharing a GPU time one at a time (check/gate.py).
+    Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
+    "lane_s": the items' seconds added up, "setup_s": seconds of its setup}}, "errors": [slots whose
+    setup failed; the others took their items]}."""
+    feed = _Feed(items)
     lock = threading.Lock()
-    stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "setup_s": 0.0} for d in devices}
+    stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "lane_s": 0.0, "setup_s": 0.0, "lanes": lanes}
+                   for d in devices}
+    errors: list[str] = []
 
     def slot(device):
         try:
@@ -105,47 +154,73 @@ def run_on_slots(devices: list[str | None], items: list, work: Callable, on_done
             errors.append(f"the slot of GPU {device}: {type(e).__name__}: {e}")
 
     def _slot(device):
-        pool = _executor(device, sandbox_off)
+        gate = None
+        if lanes > 1 and gate_root is not None:
+            gate = str(Path(gate_root) / f"gpu-{device}")
+            Path(gate).mkdir(parents=True, exist_ok=True)
+        state = {"pool": _executor(device, sandbox_off, lanes, gate), "active": 0, "since": 0.0}
+        pool_lock = threading.Lock()
+        mine = stats[str(device)]
         try:
             t0 = time.perf_counter()
-            context = pool.submit(setup).result() if setup else None
-            stats[str(device)]["setup_s"] = time.perf_counter() - t0
+            context = state["pool"].submit(setup).result() if setup else None
+            mine["setup_s"] = time.perf_counter() - t0
             if on_setup:
                 with lock:
                     on_setup(device, context)
-            while True:
-                try:
-                    item, attempt = todo.get_nowait()
-                except queue.Empty:
-                    return
-                t1 = time.perf_counter()
-                try:
-                    result, error = pool.submit(work, item, context).result(), None
-                except cf.process.BrokenProcessPool as e:  # the slot process died: a new one, the item again
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    pool = _executor(device, sandbox_off)
-                    if attempt < attempts:
-                        todo.put((item, attempt + 1))
-                        continue
-                    result, error = None, f"the grading slot on GPU {device} died {attempt} times: {e}"
-                except Exception as e:  # a bug of the grader's own, not the submission's: said, not written
-                    result, error = None, f"{type(e).__name__}: {e}"
-                seconds = time.perf_counter() - t1
-                with lock:
-                    stats[str(device)]["graded"] += 1
-                    stats[str(device)]["busy_s"] += seconds
-                    on_done(item, result, device, seconds, error)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
-    errors: list[str] = []
+            def lane():
+                while True:
+                    got = feed.take()
+                    if got is None:
+                        return
+                    item, attempt = got
+                    with pool_lock:
+                        pool = state["pool"]
+                        if state["active"] == 0:
+                            state["since"] = time.perf_counter()
+                        state["active"] += 1
+                    t1 = time.perf_counter()
+                    try:
+                        result, error = pool.submit(work, item, context).result(), None
+                    except cf.process.BrokenProcessPool as e:  # a slot process died: new ones, the item again
+                        with pool_lock:
+                            if state["pool"] is pool:
+                                pool.shutdown(wait=False, cancel_futures=True)
+                                state["pool"] = _executor(device, sandbox_off, lanes, gate)
+                        result, error = None, f"the grading slot on GPU {device} died {attempt} times: {e}"
+                    except Exception as e:  # a bug of the grader's own, not the submission's: said, not written
+                        result, error = None, f"{type(e).__name__}: {e}"
+                    seconds = time.perf_counter() - t1
+                    with pool_lock:
+                        state["active"] -= 1
+                        if state["active"] == 0:
+                            mine["busy_s"] += time.perf_counter() - state["since"]
+                    if result is None and error.startswith("the grading slot") and attempt < attempts:
+                        feed.again(item, attempt + 1)
+                        continue
+                    with lock:
+                        mine["graded"] += 1
+                        mine["lane_s"] += seconds
+                        on_done(item, result, device, seconds, error)
+
+            threads = [threading.Thread(target=lane, daemon=True) for _ in range(lanes)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            state["pool"].shutdown(wait=True, cancel_futures=True)
+
     threads = [threading.Thread(target=slot, args=(d,), daemon=True) for d in devices]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    if errors and not todo.empty():  # every slot failed: nothing could take the items left
+    if errors and not feed.exhausted:  # every slot failed: nothing could take the items left
         raise RuntimeError("; ".join(errors))
+    if feed.error:
+        errors.append(f"the items left could not be made: {feed.error}")
     return {"per_gpu": stats, "errors": errors}
 
 
@@ -155,4 +230,4 @@ def probe(item, context=None, seconds: float = 0.6) -> dict:
     start = time.time()
     time.sleep(seconds)
     return {"item": item, "device": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
-            "start": start, "end": time.time()}
+            "start": start, "end": time.time(), "gate": slot_gate()}

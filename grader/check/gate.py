@@ -1,0 +1,249 @@
+"""One GPU shared by several gradings, each timed with the GPU to itself (class grading's lanes).
+
+Class grading may run several gradings side by side on one GPU (`--lanes`): the correctness cases,
+compute-sanitizer and the profilers need the GPU but not a quiet one; the timing needs it alone. The
+gate gives every timing that. Before a timing starts, each other process grading on that GPU is paused
+between two stretches of its GPU work (it finishes the case it is in, synchronizes, says so and
+waits); a process that cannot pause (ncu) is waited for, and none starts until the timing ends. Time a
+process spends paused, or waiting for its turn to time, is not charged to its time limit (supervise.py).
+A submission that never pauses (a kernel that hangs inside a case) delays the others' timings until
+its own time limit stops it, and is never timed against.
+
+Two sides, speaking through small files in each grading process's scratch folder (the one folder a
+sandboxed process sees):
+- GpuGate, the supervisors' side, outside the sandbox: a folder per GPU holding the registry of the
+  processes grading on it, a lock for the registry and a lock per timing (flock: the lanes of a GPU
+  are processes of their own);
+- WorkerGate, inside the grading process: `busy()` around each stretch of GPU work, `exclusive()`
+  around the timing. Without a gate (a learner's check) both do nothing.
+A submission's own code cannot write these files to skip a pause: the link checks refuse file I/O
+in it (build/symbols.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+PAUSE, PAUSED, WANT, GRANTED = "gate-pause", "gate-paused", "gate-want", "gate-granted"
+POLL_S = 0.003
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text() or None
+    except OSError:
+        return None
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: the other side reads it at any moment."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+class GpuGate:
+    """The gate of one GPU, at `root` (one folder per GPU, shared by the lanes grading on it)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        (self.root / "registry").mkdir(parents=True, exist_ok=True)
+
+    @contextlib.contextmanager
+    def _lock(self, name: str):
+        fd = os.open(self.root / name, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # (closing releases the lock)
+
+    def _entries(self) -> dict[str, dict]:
+        out = {}
+        for p in (self.root / "registry").iterdir():
+            text = _read(p)
+            if text and not p.name.startswith("."):
+                out[p.name] = json.loads(text)
+        return out
+
+    def register(self, folder: str | Path, pausable: bool = True) -> str:
+        """A process that runs on this GPU from now on, its gate files in `folder`. A pausable one is
+        paused at once if a timing is running; one that cannot pause waits here until it has ended."""
+        entry = uuid.uuid4().hex
+        while True:
+            with self._lock("registry.lock"):
+                token = _read(self.root / "timing")
+                if token is None or pausable:
+                    _write(self.root / "registry" / entry, json.dumps({"folder": str(folder), "pausable": pausable}))
+                    if token is not None:
+                        _write(Path(folder) / PAUSE, token)
+                    return entry
+            time.sleep(0.02)
+
+    def unregister(self, entry: str) -> None:
+        _unlink(self.root / "registry" / entry)
+
+    def acquire(self, own: str, alive=lambda: True) -> tuple[int, str]:
+        """The GPU for the process registered as `own`: one timing at a time; every other process
+        paused (each has said so) or, if it cannot pause, ended. Returns the turn for release().
+        Stops waiting if `alive()` turns false (the process asking has ended)."""
+        fd = os.open(self.root / "turn.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        token = uuid.uuid4().hex
+        with self._lock("registry.lock"):
+            _write(self.root / "timing", token)
+            others = {e: v for e, v in self._entries().items() if e != own}
+            for v in others.values():
+                if v["pausable"]:
+                    _write(Path(v["folder"]) / PAUSE, token)
+        while others and alive():
+            registered = set(self._entries())
+            others = {e: v for e, v in others.items() if e in registered and
+                      not (v["pausable"] and _read(Path(v["folder"]) / PAUSED) == token)}
+            time.sleep(POLL_S)
+        return fd, token
+
+    def release(self, turn: tuple[int, str]) -> None:
+        fd, token = turn
+        with self._lock("registry.lock"):
+            _unlink(self.root / "timing")
+            for v in self._entries().values():
+                if v["pausable"] and _read(Path(v["folder"]) / PAUSE) == token:
+                    _unlink(Path(v["folder"]) / PAUSE)
+        os.close(fd)
+
+    @contextlib.contextmanager
+    def holding(self, folder: str | Path):
+        """A stretch of GPU work by something that cannot pause (ncu's process): no timing runs
+        beside it, and it waits for one that runs."""
+        entry = self.register(folder, pausable=False)
+        try:
+            yield
+        finally:
+            self.unregister(entry)
+
+
+class Supervised:
+    """The supervisor's side of the gate for one grading process in `folder`: registered while it
+    runs; its requests to time granted in turn (a thread waits for the turn); `tick()` says whether
+    it is waiting on the gate now (paused, or waiting for its turn), time not charged to its limit."""
+
+    def __init__(self, gate: GpuGate, folder: str | Path):
+        self.gate, self.folder = gate, Path(folder)
+        self.entry = gate.register(folder)
+        self.turn = None
+        self.thread = None
+        self.token = None
+        self.ended = False
+
+    def _take_turn(self, token: str) -> None:
+        turn = self.gate.acquire(self.entry, alive=lambda: not self.ended)
+        self.turn = turn
+        _write(self.folder / GRANTED, token)
+
+    def tick(self) -> bool:
+        want = _read(self.folder / WANT)
+        if self.thread is not None and not self.thread.is_alive() and want != self.token:  # its timing ended
+            self._release()
+        if want and self.thread is None:
+            self.token = want
+            self.thread = threading.Thread(target=self._take_turn, args=(want,), daemon=True)
+            self.thread.start()
+        waiting_turn = self.thread is not None and self.turn is None
+        pause = _read(self.folder / PAUSE)
+        return waiting_turn or (pause is not None and _read(self.folder / PAUSED) == pause)
+
+    def _release(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+        if self.turn is not None:
+            self.gate.release(self.turn)
+        _unlink(self.folder / GRANTED)
+        self.turn, self.thread, self.token = None, None, None
+
+    def close(self) -> None:
+        """The process has ended: its turn (if it held one) and its place given back."""
+        self.ended = True
+        self._release()
+        self.gate.unregister(self.entry)
+
+
+class WorkerGate:
+    """The grading process's side (see the module's text); does nothing when not `enabled`."""
+
+    def __init__(self, folder: str | Path, enabled: bool):
+        self.folder, self.enabled = Path(folder), enabled
+        self._busy = False
+        if enabled:
+            threading.Thread(target=self._acknowledge, daemon=True).start()
+
+    def _acknowledge(self) -> None:
+        """Says "paused" for each pause asked, whenever this process is between two stretches of GPU work."""
+        said = None
+        while True:
+            token = _read(self.folder / PAUSE)
+            if token and token != said and not self._busy:
+                _write(self.folder / PAUSED, token)
+                said = token
+            time.sleep(POLL_S)
+
+    @contextlib.contextmanager
+    def busy(self):
+        """A stretch of GPU work (a case: inputs, reference, the call, the comparison): it starts only
+        when no timing runs, and the GPU is idle again when it ends."""
+        if not self.enabled:
+            yield
+            return
+        while True:
+            self._busy = True
+            if not (self.folder / PAUSE).exists():
+                break
+            self._busy = False
+            while (self.folder / PAUSE).exists():
+                time.sleep(POLL_S)
+        try:
+            yield
+        finally:
+            _synchronize()
+            self._busy = False
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """The GPU to this process alone (the timing), once its supervisor grants the turn."""
+        if not self.enabled:
+            yield
+            return
+        token = uuid.uuid4().hex
+        _write(self.folder / WANT, token)
+        while _read(self.folder / GRANTED) != token:  # (not busy meanwhile: pauses are acknowledged)
+            time.sleep(POLL_S)
+        self._busy = True
+        try:
+            yield
+        finally:
+            _synchronize()
+            self._busy = False
+            _unlink(self.folder / WANT)
+
+
+def _synchronize() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # a lost context: the case that lost it says so
+            pass

@@ -1,0 +1,120 @@
+"""The GPU gate of class grading's lanes (grader/check/gate.py), on a CPU: the supervisors' side and
+the grading processes' side, each process here a thread with its own folder. A timing starts only when
+every other process on the GPU has paused between two stretches of GPU work (or, if it cannot pause,
+ended); nothing runs beside it; paused time is said, so that it is not charged to a time limit."""
+import threading
+import time
+
+from grader.check.gate import PAUSE, GpuGate, Supervised, WorkerGate
+
+
+class Process:
+    """A grading process and its supervisor: `log` records when its stretches of work ran."""
+
+    def __init__(self, gate, folder, log, name):
+        folder.mkdir()
+        self.sup = Supervised(gate, folder)
+        self.worker = WorkerGate(folder, True)
+        self.log, self.name = log, name
+        self.stop = False
+        self.waited = 0.0
+        self.ticker = threading.Thread(target=self._tick, daemon=True)
+        self.ticker.start()
+
+    def _tick(self):
+        while not self.stop:
+            if self.sup.tick():
+                self.waited += 0.005
+            time.sleep(0.005)
+
+    def work(self, label, seconds, exclusive=False):
+        with self.worker.exclusive() if exclusive else self.worker.busy():
+            start = time.monotonic()
+            time.sleep(seconds)
+            self.log.append((self.name, label, start, time.monotonic()))
+
+    def close(self):
+        self.stop = True
+        self.ticker.join()
+        self.sup.close()
+
+
+def _overlaps(a, b):
+    return a[2] < b[3] and b[2] < a[3]
+
+
+def test_a_timing_runs_alone_and_the_others_resume_after_it(tmp_path):
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    a = Process(gate, tmp_path / "a", log, "a")
+    b = Process(gate, tmp_path / "b", log, "b")
+    c = Process(gate, tmp_path / "c", log, "c")
+
+    def cases(p):
+        for i in range(12):
+            p.work(f"case {i}", 0.03)
+
+    threads = [threading.Thread(target=cases, args=(p,)) for p in (b, c)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)  # b and c are in the middle of their cases
+    a.work("timing", 0.2, exclusive=True)
+    for t in threads:
+        t.join()
+    for p in (a, b, c):
+        p.close()
+    timing = next(e for e in log if e[1] == "timing")
+    beside = [e for e in log if e is not timing and _overlaps(e, timing)]
+    assert not beside, f"ran beside the timing: {beside}"
+    assert len(log) == 25  # every case ran, before or after the timing
+    assert any(e[2] > timing[3] for e in log if e[0] == "b") and any(e[3] < timing[2] for e in log if e[0] == "b")
+    assert b.waited > 0.1 and c.waited > 0.1  # paused for most of the timing: not charged to their limits
+    assert not any(p.exists() for p in (tmp_path / n / PAUSE for n in "abc"))
+
+
+def test_two_timings_take_turns_and_something_that_cannot_pause_is_waited_for(tmp_path):
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    a = Process(gate, tmp_path / "a", log, "a")
+    b = Process(gate, tmp_path / "b", log, "b")
+    ncu = tmp_path / "ncu"
+    ncu.mkdir()
+
+    def profile():
+        with gate.holding(ncu):  # cannot pause: no timing until it ends
+            start = time.monotonic()
+            time.sleep(0.25)
+            log.append(("ncu", "profile", start, time.monotonic()))
+
+    t_ncu = threading.Thread(target=profile)
+    t_ncu.start()
+    time.sleep(0.05)
+    threads = [threading.Thread(target=p.work, args=("timing", 0.1, True)) for p in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads + [t_ncu]:
+        t.join()
+    a.close()
+    b.close()
+    assert len(log) == 3
+    for i, x in enumerate(log):
+        for y in log[i + 1:]:
+            assert not _overlaps(x, y), f"{x} ran beside {y}"
+    assert log[0][0] == "ncu"
+
+
+def test_a_process_that_never_pauses_holds_the_timing_until_it_ends(tmp_path):
+    """A kernel that hangs inside a case never says "paused": the timing waits until its supervisor
+    stops it (its time limit; here, close()), and that wait is charged to the hanging one's limit."""
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    a = Process(gate, tmp_path / "a", log, "a")
+    hang = Process(gate, tmp_path / "hang", log, "hang")
+    t = threading.Thread(target=hang.work, args=("stuck case", 0.4))
+    t.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    timer = threading.Timer(0.2, hang.close)  # its supervisor stops it
+    timer.start()
+    a.work("timing", 0.01, exclusive=True)
+    assert time.monotonic() - t0 >= 0.15
+    assert hang.waited == 0.0  # it never paused: its own time limit keeps running
+    t.join()
+    a.close()
