@@ -36,7 +36,9 @@ def graded(eid: str, folder: Path) -> dict:
         result = json.loads(out[out.rindex("\n{") + 1:] if not out.startswith("{") else out)
     except ValueError:
         return {"exercise": eid, "wall_s": wall, "verdict": "no result", "error": (proc.stderr or out)[-600:]}
-    return {"exercise": eid, "wall_s": round(wall, 2), "verdict": result["verdict"],
+    # wall_s - seconds: the command's own start before the check and its exit after it
+    return {"exercise": eid, "wall_s": round(wall, 2), "seconds": round(result.get("seconds", 0.0), 2),
+            "verdict": result["verdict"],
             "timings": {k: round(v, 2) for k, v in result.get("timings", {}).items()},
             "failed": [f"{i['group']}/{i['name']}: {i.get('detail', '')[:160]}" for i in result["items"]
                        if i["status"] == "fail"]}
@@ -51,7 +53,8 @@ def main():
             row = dict(graded(eid, folder), check=kind)
             rows.append(row)
             stages = ", ".join(f"{k} {v:.1f}" for k, v in row.get("timings", {}).items())
-            print(f"{eid:28s} {kind:5s} {row['wall_s']:6.1f} s  {row['verdict']:5s}  [{stages}]"
+            print(f"{eid:28s} {kind:5s} {row['wall_s']:6.1f} s (check {row.get('seconds', 0):.1f} s)  "
+                  f"{row['verdict']:5s}  [{stages}]"
                   + (f"  FAILED {row['failed']}" if row.get("failed") else "") + f" {row.get('error', '')}", flush=True)
     edits = [r for r in rows if r["check"] == "edit"]
     worst = max((r["wall_s"] for r in edits), default=0.0)

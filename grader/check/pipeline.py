@@ -377,11 +377,17 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
         prep = prepare(ex, path, quiet=quiet)
         run(ex, prep, opts, warm, ncu_run)
     finally:
+        t_stop = time.perf_counter()
         for w in warm or ():
             w.discard()
         if ncu_run is not None:
             ncu_run.cancel()  # (a no-op where it ran)
-    return _finish(prep.result, t0)
+    if warm:
+        prep.result.add_time("early processes stopped", time.perf_counter() - t_stop)
+    result = _finish(prep.result, t0)
+    # what no stage above accounts for (reading the source, the checks' own bookkeeping, waits between)
+    result.add_time("other", max(0.0, result.seconds - sum(result.timings.values())))
+    return result
 
 
 def _start_bank_conflict_run(opts: RunOptions):

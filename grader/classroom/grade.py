@@ -232,12 +232,16 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         """Each submission as soon as it is prepared: what no GPU can change is written now
         (submissions that are missing, unreadable, or failed a check before the build: nothing of theirs
         would run); the rest go to the GPUs, which grade while the others are still being prepared."""
+        def finished(_):  # when the last one was ready (not when a lane took it)
+            prepared_at["s"] = max(prepared_at["s"], time.perf_counter() - t_build)
+
         futures = {pool.submit(_prepare_job, (ex.id, str(p) if p else None, d)): (student, ex, p, d)
                    for student, ex, p, d in todo}
+        for fut in futures:
+            fut.add_done_callback(finished)
         for fut in cf.as_completed(futures):
             student, ex, path, display = futures[fut]
             prep = fut.result()
-            prepared_at["s"] = time.perf_counter() - t_build
             if (student, ex.id) in problems:
                 prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
                 done(student, ex, record_of(student, ex, prep.result, 0.0))
