@@ -226,3 +226,35 @@ def test_a_failing_feed_is_said_not_lost():
     done = []
     stats = run_on_slots(["0"], feed(), slots.probe, lambda *a: done.append(a), lanes=2)
     assert len(done) == 1 and any("preparation pool died" in e for e in stats["errors"])
+
+
+def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path, monkeypatch):
+    """A kernel hanging in another lane slows this one's cases too (the GPU shares its time between
+    processes): a time limit reached beside others is no verdict; the submission is graded again with
+    the GPU to itself (every other lane paused), and only that run counts."""
+    from grader.check import Prepared, Result, RunOptions
+    from grader.check.gate import GpuGate
+    from grader.classroom import grade
+
+    gate = tmp_path / "gpu-0"
+    GpuGate(gate)
+    calls = []
+
+    def fake_run(ex, prep, opts):
+        alone = (gate / "timing").exists()  # the gate's turn is held: every other process paused
+        calls.append((opts.gate, alone))
+        if opts.gate:
+            prep.timed_out = True
+            prep.result.add("correctness", "run", "fail", "no result within 60 s")
+        else:
+            prep.result.add("correctness", "run", "pass", "alone")
+        return prep.result
+
+    monkeypatch.setattr(grade, "run", fake_run)
+    monkeypatch.setattr(grade, "slot_gate", lambda: str(gate))
+    prep = Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu"))
+    record = grade.grade_one(("s", EXERCISE, prep, RunOptions()), None)
+    assert calls == [(str(gate), False), (None, True)]
+    assert [i["detail"] for i in record["items"]] == ["alone"] and record["verdict"] == "pass"
+    assert any("graded again with the GPU alone" in k for k in record["timings"])
+    assert not (gate / "timing").exists()  # the turn given back

@@ -127,6 +127,16 @@ class GpuGate:
         os.close(fd)
 
     @contextlib.contextmanager
+    def alone(self):
+        """The GPU to the caller's processes alone for a while (every registered one paused or ended,
+        none started meanwhile without pausing): a grading run again without the others beside it."""
+        turn = self.acquire("")
+        try:
+            yield
+        finally:
+            self.release(turn)
+
+    @contextlib.contextmanager
     def holding(self, folder: str | Path):
         """A stretch of GPU work by something that cannot pause (ncu's process): no timing runs
         beside it, and it waits for one that runs."""

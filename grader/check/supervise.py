@@ -55,6 +55,7 @@ class Prepared:
     uses_shared_memory: bool = False     # the SASS has shared loads, stores or block barriers
     deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
+    timed_out: bool = False              # a grading process of it was stopped at its time limit
 
 
 def _rss_bytes(pid: int) -> int:
@@ -219,6 +220,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         group = {c.label: "performance" for c in ex.perf_cases}.get(running, "correctness")
         group = "work" if running == "kernels launched" else group
         if timed_out:
+            prep.timed_out = True
             result.add(group, running or "run", "fail",
                        f"no result within {limit:.0f} s: the kernel hangs or is far too slow "
                        f"(the grading process was stopped)")
