@@ -118,3 +118,22 @@ def test_a_process_that_never_pauses_holds_the_timing_until_it_ends(tmp_path):
     assert hang.waited == 0.0  # it never paused: its own time limit keeps running
     t.join()
     a.close()
+
+
+def test_a_timing_whose_holder_died_holds_nothing_up(tmp_path):
+    """A slot process killed mid-timing leaves its marker and the pauses it asked for, but not its
+    lock: the next registration, and a paused process's supervisor, see it stale and clear it."""
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    b = Process(gate, tmp_path / "b", log, "b")
+    (tmp_path / "gpu-0" / "timing").write_text("dead-token")  # as a died holder leaves them
+    (tmp_path / "b" / PAUSE).write_text("dead-token")
+    t0 = time.monotonic()
+    b.work("case", 0.01)  # paused at first; its supervisor finds the timing stale and lets it go
+    assert time.monotonic() - t0 < 2.0
+    assert not (tmp_path / "gpu-0" / "timing").exists() and not (tmp_path / "b" / PAUSE).exists()
+    b.close()
+    (tmp_path / "gpu-0" / "timing").write_text("dead-token")
+    ncu = tmp_path / "ncu"
+    ncu.mkdir()
+    with gate.holding(ncu):  # one that cannot pause would otherwise wait for it for ever
+        pass

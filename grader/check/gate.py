@@ -84,6 +84,7 @@ class GpuGate:
         """A process that runs on this GPU from now on, its gate files in `folder`. A pausable one is
         paused at once if a timing is running; one that cannot pause waits here until it has ended."""
         entry = uuid.uuid4().hex
+        self.clear_if_stale()
         while True:
             with self._lock("registry.lock"):
                 token = _read(self.root / "timing")
@@ -93,6 +94,25 @@ class GpuGate:
                         _write(Path(folder) / PAUSE, token)
                     return entry
             time.sleep(0.02)
+
+    def clear_if_stale(self) -> bool:
+        """A timing whose holder has died (a slot process killed mid-timing: its lock went with it, its
+        marker stayed): marker and pauses removed, so that nothing waits on it for ever. True if so."""
+        if not (self.root / "timing").exists():
+            return False
+        fd = os.open(self.root / "turn.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a timing is running
+            os.close(fd)
+            return False
+        try:
+            token = _read(self.root / "timing")
+            if token is not None:
+                self.release((os.dup(fd), token))
+            return token is not None
+        finally:
+            os.close(fd)
 
     def unregister(self, entry: str) -> None:
         _unlink(self.root / "registry" / entry)
@@ -175,7 +195,10 @@ class Supervised:
             self.thread.start()
         waiting_turn = self.thread is not None and self.turn is None
         pause = _read(self.folder / PAUSE)
-        return waiting_turn or (pause is not None and _read(self.folder / PAUSED) == pause)
+        paused = pause is not None and _read(self.folder / PAUSED) == pause
+        if paused and not waiting_turn and self.gate.clear_if_stale():
+            return False
+        return waiting_turn or paused
 
     def _release(self) -> None:
         if self.thread is not None:
