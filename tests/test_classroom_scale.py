@@ -218,6 +218,19 @@ def test_lanes_grade_side_by_side_on_one_gpu_from_a_feed_that_grows(tmp_path):
     assert g["graded"] == 4 and g["lane_s"] > g["busy_s"] > 0  # the GPU's busy time counts overlaps once
 
 
+def _later_once(item, context=None):
+    """A probe whose first item asks to be run again after the others (as a grading re-run alone)."""
+    if item == 0:
+        return slots.Later("0 again")
+    return slots.probe(item, context, seconds=0.2)
+
+
+def test_an_item_run_later_comes_after_every_other():
+    done = []
+    stats = run_on_slots(["0"], list(range(5)), _later_once, lambda item, r, d, s, e: done.append((item, r)), lanes=2)
+    assert [item for item, _ in done][-1] == "0 again" and len(done) == 5 and stats["per_gpu"]["0"]["graded"] == 5
+
+
 def test_a_failing_feed_is_said_not_lost():
     def feed():
         yield 0
@@ -253,7 +266,11 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
     monkeypatch.setattr(grade, "run", fake_run)
     monkeypatch.setattr(grade, "slot_gate", lambda: str(gate))
     prep = Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu"))
-    record = grade.grade_one(("s", EXERCISE, prep, RunOptions()), None)
+    item = ("s", EXERCISE, prep, RunOptions(), "path", "display")
+    later = grade.grade_one(item, None)
+    assert isinstance(later, slots.Later) and calls == [(str(gate), False)]
+    assert later.item[2].result.items == []  # the prepared submission as it was before the run
+    record = grade.grade_one(later.item, None)  # its turn comes after every other submission
     assert calls == [(str(gate), False), (None, True)]
     assert [i["detail"] for i in record["items"]] == ["alone"] and record["verdict"] == "pass"
     assert any("graded again with the GPU alone" in k for k in record["timings"])

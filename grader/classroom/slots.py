@@ -96,6 +96,14 @@ def _executor(device, sandbox_off, lanes, gate):
                                   initializer=_slot_init, initargs=(device, sandbox_off, gate))
 
 
+class Later:
+    """What `work` returns for an item to be run once more after every other item (`item`, changed as
+    it says: class grading's re-run with the GPU alone, when the other lanes have little left to do)."""
+
+    def __init__(self, item):
+        self.item = item
+
+
 class _Feed:
     """The items, taken one at a time by every lane of every slot: a list, or an iterable that yields
     each item once it is ready (class grading hands each submission over as soon as it is prepared),
@@ -105,6 +113,7 @@ class _Feed:
         self._items = iter(items)
         self._lock = threading.Lock()
         self._again: collections.deque = collections.deque()
+        self._last: collections.deque = collections.deque()
         self.exhausted = False
         self.error: str | None = None
 
@@ -112,26 +121,29 @@ class _Feed:
         with self._lock:
             if self._again:
                 return self._again.popleft()
-            if self.exhausted:
-                return None
-            try:
-                return next(self._items), 1
-            except StopIteration:
-                self.exhausted = True
-                return None
-            except Exception as e:  # the items could not be made (preparation failed): none is lost silently
-                self.exhausted, self.error = True, f"{type(e).__name__}: {e}"
-                return None
+            if not self.exhausted:
+                try:
+                    return next(self._items), 1
+                except StopIteration:
+                    self.exhausted = True
+                except Exception as e:  # the items could not be made (preparation failed): none is lost silently
+                    self.exhausted, self.error = True, f"{type(e).__name__}: {e}"
+            return self._last.popleft() if self._last else None
 
     def again(self, item, attempt: int) -> None:
         self._again.append((item, attempt))
+
+    def last(self, item, attempt: int) -> None:
+        """Run once more after every other item."""
+        self._last.append((item, attempt))
 
 
 def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_done: Callable,
                  setup: Callable | None = None, on_setup: Callable | None = None,
                  sandbox_off: str | None = None, attempts: int = 2, lanes: int = 1,
                  gate_root: str | Path | None = None) -> dict:
-    """Run `work(item, context)` for every item, a slot per device, `lanes` items at a time per slot.
+    """Run `work(item, context)` for every item, a slot per device, `lanes` items at a time per slot
+    (`work` may return Later(item): that item runs after every other).
     `setup()` runs first in each slot (its result is the slot's `context`; `on_setup(device,
     context)` sees it); `on_done(item, result, device, seconds, error)` is called in this process,
     one call at a time, as each item finishes (result None and `error` saying why if its slot kept
@@ -198,6 +210,9 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                             mine["busy_s"] += time.perf_counter() - state["since"]
                     if result is None and error.startswith("the grading slot") and attempt < attempts:
                         feed.again(item, attempt + 1)
+                        continue
+                    if isinstance(result, Later):
+                        feed.last(result.item, attempt)
                         continue
                     with lock:
                         mine["graded"] += 1
