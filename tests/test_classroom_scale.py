@@ -275,3 +275,27 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
     assert [i["detail"] for i in record["items"]] == ["alone"] and record["verdict"] == "pass"
     assert any("graded again with the GPU alone" in k for k in record["timings"])
     assert not (gate / "timing").exists()  # the turn given back
+
+
+def _setup_marks(folder):
+    (folder / f"setup-{os.getpid()}").touch()
+    return None
+
+
+def test_a_slot_with_nothing_to_grade_runs_no_setup(tmp_path):
+    """A resumed run with everything graded measures no baseline (seconds per GPU and exercise)."""
+    import functools
+
+    stats = run_on_slots(["0", "1"], [], slots.probe, lambda *a: None,
+                         setup=functools.partial(_setup_marks, tmp_path), lanes=2)
+    assert not list(tmp_path.iterdir()) and stats["per_gpu"]["0"]["graded"] == 0
+    done = []
+    run_on_slots(["0"], [1], slots.probe, lambda *a: done.append(a), setup=functools.partial(_setup_marks, tmp_path))
+    assert len(list(tmp_path.iterdir())) == 1 and len(done) == 1
+
+
+def test_lanes_below_one_are_refused_before_anything_starts(klass):
+    subs, tmp_path = klass
+    said = []
+    assert grade_class(subs, tmp_path / "none", only=[EXERCISE], lanes=0, echo=said.append) == 2
+    assert said == ["--lanes 0: at least 1"] and not (tmp_path / "none").exists()

@@ -169,6 +169,9 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     except ValueError as e:
         echo(str(e))
         return 2
+    if lanes < 1:
+        echo(f"--lanes {lanes}: at least 1")
+        return 2
     if ray is not None:
         from . import ray_backend
 
@@ -207,9 +210,6 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         from .ray_backend import RaySession
 
         session = RaySession(None if ray == "local" else ray, devices, echo, **(ray_options or {}))
-    if lanes < 1:
-        echo(f"--lanes {lanes}: at least 1")
-        return 2
     try:
         return _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo,
                       devices, session, run_file, t0, lanes)

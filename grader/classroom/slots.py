@@ -4,8 +4,9 @@
 CUDA_VISIBLE_DEVICES where it is set, else every device torch sees). `run_on_slots` starts the
 processes of a slot with CUDA_VISIBLE_DEVICES set to its GPU alone, so everything they start (the
 calibration, the sandboxed grading processes, compute-sanitizer, ncu) sees that GPU and no other;
-each slot runs its `setup` once (the calibration of its GPU), then each of its lanes takes the next
-item from one shared feed as soon as it is free, so a slow submission delays only its own lane. With
+each slot runs its `setup` once when it has an item (the calibration of its GPU), then each of its
+lanes takes the next item from one shared feed as soon as it is free, so a slow submission delays
+only its own lane. With
 several lanes a GPU grades several submissions side by side, and its gate (check/gate.py) gives each
 timing the GPU alone: the others pause between two cases meanwhile. A slot process that dies is
 started again and its item given once more (then reported as an error).
@@ -133,6 +134,14 @@ class _Feed:
     def again(self, item, attempt: int) -> None:
         self._again.append((item, attempt))
 
+    def drained(self) -> bool:
+        """Nothing left to take."""
+        return self.exhausted and not self._again and not self._last
+
+    def put_back(self, taken) -> None:
+        """What take() gave, to be taken first by the next one that asks."""
+        self._again.appendleft(taken)
+
     def last(self, item, attempt: int) -> None:
         """Run once more after every other item."""
         self._last.append((item, attempt))
@@ -174,6 +183,10 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         pool_lock = threading.Lock()
         mine = stats[str(device)]
         try:
+            first = feed.take()  # a slot with nothing to grade measures nothing (a resumed run, all done)
+            if first is None:
+                return
+            feed.put_back(first)
             t0 = time.perf_counter()
             context = state["pool"].submit(setup).result() if setup else None
             mine["setup_s"] = time.perf_counter() - t0
@@ -232,7 +245,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         t.start()
     for t in threads:
         t.join()
-    if errors and not feed.exhausted:  # every slot failed: nothing could take the items left
+    if errors and not feed.drained():  # every slot failed: nothing could take the items left
         raise RuntimeError("; ".join(errors))
     if feed.error:
         errors.append(f"the items left could not be made: {feed.error}")
