@@ -27,6 +27,13 @@
 // loaded tile that lies wholly past its own rows. Finally o = O / d goes out through shared memory in
 // 16-byte rows, lse = (m + log2 d) ln 2. Two blocks per SM (__launch_bounds__(128, 2)): 255 registers
 // per lane, no spills.
+// Addresses are the other half of the speed: every ldmatrix and cp.async takes a 32-bit shared address
+// computed once, outside the loops. The swizzled chunk of k step kk is (2 kk + c) ^ (row % 8) =
+// (2 kk) ^ (c ^ row % 8), so a lane's address at step kk is its step-0 address XOR 32 kk bytes (one
+// LOP3; FlashInfer's permuted_smem.cuh advances its offsets the same way), and a thread's copies are
+// one base plus constants. Per tile of 32 keys a warp then issues ~630 instructions for its 128 mma
+// instead of ~810 with the swizzle and the 64-bit copy addresses recomputed per use (counted in the
+// SASS): with 2 warps per scheduler, the issue slots were what the mma waited for.
 //
 // Napkin math (batch 1 x 16384, 32 heads, head_dim 128, non-causal): 4 x 32 x 16384^2 x 128 = 4.4
 // TFLOP. mma.sync on the H100 and H200 (132 SMs) tops out near 636 TFLOP/s and SDPA's FLASH backend
@@ -41,17 +48,34 @@
 // S/P 32, Q 8 per k step (Q for the whole kernel would add 64: it stays in shared memory). 64 KB of
 // shared memory and 128 threads a block: 2 blocks per SM, 2 warps per scheduler, one block's copies
 // and barrier overlapping the other's mma.
-// Measured on an H100 in the same run (reports/variant-sweep-day10-day12.json), TFLOP/s as a fraction
-// of SDPA's FLASH backend, this design against the previous one (8 warps x 16 rows, Q in registers,
-// 64-key tiles, 3 stages): bf16 8 x 2048 causal 0.915 (0.893), fp16 8 x 2048 full 0.854 (0.834), bf16
-// 1 x 16384 full 0.856 (0.840), fp16 1 x 16384 causal 0.918 (0.895). With FA_STAGES 3 this design gave
-// 0.897 / 0.839 / 0.834 / 0.894; the previous one with 2 stages 0.897 / 0.842 / 0.850 / 0.906.
+// Measured on an H100 in the same run (reports/variant-sweep-day12-addressing.json), TFLOP/s as a
+// fraction of SDPA's FLASH backend at bf16 8 x 2048 causal, fp16 8 x 2048 full, bf16 1 x 16384 full,
+// fp16 1 x 16384 causal: these addresses 1.013 0.961 0.971 1.029; the same kernel with addresses from
+// swz() at every use 0.914 0.856 0.856 0.916. With 64-key tiles (FA_BLOCK_KV 64) it reached 1.021
+// 0.992 1.006 1.066 but spilled 236 bytes a lane, which the grader does not accept. Earlier
+// (reports/variant-sweep-day10-day12.json): FA_STAGES 3 was slower, and so was the previous design,
+// 8 warps x 16 rows with Q in registers and 64-key tiles.
 #include "course/async.cuh"
 #include "course/attention.cuh"
 #include "course/math.cuh"
 #include "course/mma.cuh"
 
 namespace {
+
+// Given. ldmatrix.x4 (.trans) and a 16-byte cp.async (.cg, zero-filled unless `pred`) on 32-bit
+// shared-memory addresses, as course::ldmatrix_x4 and course::cp_async_zfill do on pointers: an address
+// computed once plus a constant or an XOR is one instruction, where a pointer is converted at every use.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(pred ? 16 : 0));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
 
 constexpr int WARPS = 4;
 constexpr int MT = 2;                       // m tiles of 16 query rows per warp
@@ -122,8 +146,19 @@ __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* _
   // STUB: //     m_new) (no NaN while a row has seen only -inf), d += p.
   // STUB: //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
   // STUB: //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans, each V fragment for both m tiles.
+  // STUB: //  Speed (the 0.90x target needs it): compute each lane's Q, K and V addresses once, before the
+  // STUB: //  loops, as 32-bit shared addresses (course::smem_u32) for ldsm_x4 / ldsm_x4_trans above; the
+  // STUB: //  address at k step kk is the step-0 address XOR 32 kk bytes (the swizzle only permutes chunks
+  // STUB: //  within a row), and 16 rows further on is + 16 rows of bytes. With swz() and a pointer at every
+  // STUB: //  ldmatrix the warp issues ~30% more instructions and reaches ~0.86x.
   // STUB: (void)ks; (void)vs; (void)q_s; (void)q_w; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim0; (void)seq_kv;
   // STUB: (void)causal; (void)scale_log2; (void)pair;
+  // Row bases of 2 HEAD_DIM bytes (a multiple of 256 at HEAD_DIM 128; 128 at 64) and tiles at multiples of
+  // them: the swizzled chunk (2 kk + c) ^ (row % 8) is (2 kk) ^ (c ^ row % 8), so the k step's address is
+  // the lane's step-0 address XOR 32 kk bytes: one LOP3 per ldmatrix, no register per k step.
+  const uint32_t q_addr = course::smem_u32(q_s + swz<HEAD_DIM>(q_w + lane % 16, (lane / 16) * 8));
+  const uint32_t k_addr = course::smem_u32(ks + swz<HEAD_DIM>(lane % 8 + (lane / 16) * 8, (lane / 8 % 2) * 8));
+  const uint32_t v_addr = course::smem_u32(vs + swz<HEAD_DIM>(lane % 16, (lane / 16) * 8));
   float s[MT][BLOCK_KV / 8][4] = {};
 #pragma unroll
   for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
@@ -131,13 +166,13 @@ __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* _
     uint32_t qa[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
-      course::ldmatrix_x4(qa[mt], q_s + swz<HEAD_DIM>(q_w + 16 * mt + lane % 16, kk * 16 + (lane / 16) * 8));
+      ldsm_x4(qa[mt], (q_addr + mt * 16 * HEAD_DIM * 2) ^ (kk * 32));
 #pragma unroll
     for (int jp = 0; jp < BLOCK_KV / 16; ++jp) {
       // Lane l gives key 16 jp + l % 8 + (l / 16) 8 at dim chunk (l / 8) % 2 of the k step: bk[0..1]
       // are the B fragment of keys 16 jp .. + 7, bk[2..3] of keys 16 jp + 8 .. + 15; each feeds MT mma.
       uint32_t bk[4];
-      course::ldmatrix_x4(bk, ks + swz<HEAD_DIM>(16 * jp + lane % 8 + (lane / 16) * 8, kk * 16 + (lane / 8 % 2) * 8));
+      ldsm_x4(bk, (k_addr ^ (kk * 32)) + jp * 16 * HEAD_DIM * 2);
       const uint32_t b_lo[2] = {bk[0], bk[1]}, b_hi[2] = {bk[2], bk[3]};
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -205,7 +240,7 @@ __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* _
 #pragma unroll
     for (int nd = 0; nd < HEAD_DIM / 16; ++nd) {
       uint32_t bv[4];
-      course::ldmatrix_x4_trans(bv, vs + swz<HEAD_DIM>(16 * kk + lane % 16, nd * 16 + (lane / 16) * 8));
+      ldsm_x4_trans(bv, (v_addr ^ (nd * 32)) + kk * 16 * HEAD_DIM * 2);
       const uint32_t b_lo[2] = {bv[0], bv[1]}, b_hi[2] = {bv[2], bv[3]};
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -247,7 +282,8 @@ __global__ void __launch_bounds__(THREADS, FA_MIN_BLOCKS)
   // STUB: //     group; the first STAGES - 1 K/V tiles into the ring, one group each (empty ones too).
   // STUB: //  3. Wait for Q and __syncthreads: attend_tile reads each warp's Q fragments from q_s per tile.
   // STUB: //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
-  // STUB: //     stage tile t - 1 used, commit, then attend_tile on stage t % STAGES: MASK false below
+  // STUB: //     stage tile t - 1 used (cp_async16 above from a shared address and source pointers computed
+  // STUB: //     once: a thread's rows r0 + i ROW_STEP share a swizzle), commit, then attend_tile on stage t % STAGES: MASK false below
   // STUB: //     full_end's tile, true from there on; a masked tile wholly past the warp's last row is skipped.
   // STUB: //  5. Per m tile: o = O / d (0 where d = 0) rounded to T, into the warp's own rows of q_s
   // STUB: //     (swizzled; __syncwarp first: Q is read there until the last tile), then 16-byte stores of
@@ -276,17 +312,25 @@ __global__ void __launch_bounds__(THREADS, FA_MIN_BLOCKS)
     course::cp_async_zfill<16, course::CacheHint::cg>(q_s + swz<HEAD_DIM>(r, ch * 8), src, valid);
   }
   course::cp_async_commit();
+  // The thread's rows r0 + i ROW_STEP of a tile share one swizzle (ROW_STEP is a multiple of 8): one
+  // shared address plus i ROW_STEP rows, one global pointer plus i ROW_STEP kv_stride, both computed
+  // once here; per tile only the tile's offset is added.
+  const uint32_t ring_dst = course::smem_u32(ring + swz<HEAD_DIM>(r0, ch * 8));
+  const int64_t thr_off = static_cast<int64_t>(r0) * kv_stride + ch * 8;
+  const T* k_thr = k_rows + thr_off;
+  const T* v_thr = v_rows + thr_off;
+  const int64_t row_step = static_cast<int64_t>(ROW_STEP) * kv_stride;
   auto load_tile = [&](int tile) {
-    T* ks = ring + (tile % STAGES) * 2 * TILE;
+    const uint32_t dst = ring_dst + (tile % STAGES) * 2 * TILE * static_cast<int>(sizeof(T));
     const int k0 = tile * BLOCK_KV;
+    const int64_t tile_off = static_cast<int64_t>(k0) * kv_stride;
 #pragma unroll
     for (int i = 0; i < BLOCK_KV / ROW_STEP; ++i) {
-      const int r = r0 + i * ROW_STEP;
-      const bool valid = k0 + r < seq_kv;  // zeros past seq_kv (masked: their scores never count)
-      const int64_t at = static_cast<int64_t>(k0 + r) * kv_stride + ch * 8;
-      course::cp_async_zfill<16, course::CacheHint::cg>(ks + swz<HEAD_DIM>(r, ch * 8), valid ? k_rows + at : k, valid);
-      course::cp_async_zfill<16, course::CacheHint::cg>(ks + TILE + swz<HEAD_DIM>(r, ch * 8), valid ? v_rows + at : v,
-                                                        valid);
+      const bool valid = k0 + r0 + i * ROW_STEP < seq_kv;  // zeros past seq_kv (masked: never counted)
+      const T* ksrc = valid ? k_thr + tile_off + i * row_step : k;
+      const T* vsrc = valid ? v_thr + tile_off + i * row_step : v;
+      cp_async16(dst + i * ROW_STEP * HEAD_DIM * static_cast<int>(sizeof(T)), ksrc, valid);
+      cp_async16(dst + (TILE + i * ROW_STEP * HEAD_DIM) * static_cast<int>(sizeof(T)), vsrc, valid);
     }
   };
 #pragma unroll
