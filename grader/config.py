@@ -38,3 +38,7 @@ CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself
 # (check/gate.py). Cases, compute-sanitizer and process starts fill the GPU's time between timings.
 CLASS_LANES = 4
+# A grading asked to pause for another's timing that has not paused after this many seconds (a kernel
+# running that long without returning: a hang, or a case far too slow) is stopped and graded again at
+# the end with the GPU to itself, instead of holding every timing on its GPU until its time limit.
+GATE_PAUSE_LIMIT_S = 10.0

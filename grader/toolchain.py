@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,6 +152,19 @@ def gpu_present() -> bool:
     return any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/dxg").exists()
 
 
+_probe: threading.Thread | None = None
+
+
+def start_gpu_probe() -> None:
+    """Start has_gpu() (torch's import and the CUDA probe: seconds) in a thread, so that the caller
+    goes on meanwhile with work that needs neither (a check's static and SASS checks; arch() asks
+    the driver); its own has_gpu() later waits only for what is left. Once per process."""
+    global _probe
+    if _probe is None and has_gpu.cache_info().currsize == 0:
+        _probe = threading.Thread(target=has_gpu, name="gpu probe", daemon=True)
+        _probe.start()
+
+
 @functools.lru_cache(maxsize=None)
 def has_gpu() -> bool:
     """True when torch sees a CUDA device. COURSE_FORCE_CPU=1 pretends there is none."""
@@ -164,9 +178,32 @@ def has_gpu() -> bool:
         return False
 
 
+def _driver_capability() -> str | None:
+    """Device 0's compute capability from the CUDA driver (libcuda, through ctypes): no torch import,
+    which costs seconds. None where there is no driver or it has no device."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+        return None
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+    if lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) or lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev):
+        return None
+    return f"{major.value}.{minor.value}"
+
+
 @functools.lru_cache(maxsize=None)
 def arch() -> str:
-    """Compute capability to build for, e.g. '9.0': the GPU's, else sm_90."""
+    """Compute capability to build for, e.g. '9.0': the GPU's (asked of the driver, so that a
+    compile need not wait for torch's import), else sm_90."""
+    if gpu_present():
+        cap = _driver_capability()
+        if cap:
+            return cap
     if has_gpu():
         import torch
 

@@ -230,3 +230,31 @@ def test_a_grading_process_started_early_ends_when_its_check_is_gone(tmp_path):
         time.sleep(0.2)
     os.kill(pid, 9)
     raise AssertionError("the early-started grading process outlived its check by a minute")
+
+
+def test_the_sass_checks_need_no_torch_import_and_the_mode_is_known_at_the_end(tmp_path):
+    """torch's import (seconds) runs in a thread beside the static and SASS checks: nothing they
+    call imports it (the arch comes from the driver, torch's headers from its package's location),
+    and the result still says which mode it ran in."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from grader import toolchain\n"
+        "from grader.build import sass\n"
+        "from grader.exercises import get\n"
+        "sass._torch_include_dirs(); toolchain.arch()\n"
+        "assert 'torch' not in sys.modules, 'the include folder or the arch imported torch'\n"
+        "from grader.check import pipeline\n"
+        "ex = get('day01.scale_add')\n"
+        "toolchain._probe = threading.Thread()  # no probe: the checks alone must not import torch\n"
+        "prep = pipeline._prepare(ex, ex.solution_path, True, None)\n"
+        "assert 'torch' not in sys.modules, 'the static or SASS checks imported torch'\n"
+        "assert not prep.result.failures, prep.result\n"
+        "prep = pipeline.prepare(ex, ex.solution_path)\n"
+        "assert prep.result.mode == 'compile-only', prep.result.mode\n"
+    )
+    env = dict(toolchain.subprocess_env(), COURSE_FORCE_CPU="1", PYTHONPATH=str(toolchain.ROOT))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]

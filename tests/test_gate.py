@@ -5,7 +5,7 @@ ended); nothing runs beside it; paused time is said, so that it is not charged t
 import threading
 import time
 
-from grader.check.gate import PAUSE, GpuGate, Supervised, WorkerGate
+from grader.check.gate import LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
 
 
 class Process:
@@ -137,3 +137,30 @@ def test_a_timing_whose_holder_died_holds_nothing_up(tmp_path):
     ncu.mkdir()
     with gate.holding(ncu):  # one that cannot pause would otherwise wait for it for ever
         pass
+
+
+def test_a_process_that_does_not_pause_in_time_is_said_unresponsive_once_it_listens(tmp_path):
+    """Its supervisor stops a grading that has not paused `limit` seconds after a timing asked (a
+    hanging kernel would hold every timing on the GPU until its time limit): unresponsive() turns true
+    then, and not before; not for one that pauses, nor for one still starting (not yet listening)."""
+    gate = GpuGate(tmp_path / "gpu-0")
+    (tmp_path / "hang").mkdir()
+    hang = Supervised(gate, tmp_path / "hang")
+    ok = Process(gate, tmp_path / "ok", [], "ok")
+    timing = Process(gate, tmp_path / "t", [], "t")
+    t = threading.Thread(target=timing.work, args=("timing", 0.01), kwargs={"exclusive": True})
+    t.start()
+    time.sleep(0.1)
+    assert not hang.unresponsive(0.05)  # still starting: no worker listens yet
+    # Its worker listens now (it would say "paused" between two stretches of GPU work), but it is
+    # inside one that does not end.
+    (tmp_path / "hang" / LISTENING).write_text("1")
+    assert not hang.unresponsive(0.15)  # asked just now
+    time.sleep(0.2)
+    assert hang.unresponsive(0.15)
+    assert not ok.sup.unresponsive(0.15)  # it paused
+    hang.close()  # its supervisor stops it: the timing goes on
+    t.join(timeout=2)
+    assert not t.is_alive()
+    ok.close()
+    timing.close()

@@ -6,8 +6,9 @@ gate gives every timing that. Before a timing starts, each other process grading
 between two stretches of its GPU work (it finishes the case it is in, synchronizes, says so and
 waits); a process that cannot pause (ncu) is waited for, and none starts until the timing ends. Time a
 process spends paused, or waiting for its turn to time, is not charged to its time limit (supervise.py).
-A submission that never pauses (a kernel that hangs inside a case) delays the others' timings until
-its own time limit stops it, and is never timed against.
+A submission that never pauses (a kernel that hangs inside a case) delays the others' timings until its
+supervisor stops it, config.GATE_PAUSE_LIMIT_S after the pause was asked (class grading then grades it
+again with the GPU to itself), and is never timed against.
 
 Two sides, speaking through small files in each grading process's scratch folder (the one folder a
 sandboxed process sees):
@@ -32,6 +33,7 @@ import uuid
 from pathlib import Path
 
 PAUSE, PAUSED, WANT, GRANTED = "gate-pause", "gate-paused", "gate-want", "gate-granted"
+LISTENING = "gate-listening"  # the grading process answers pauses from now on (it has started)
 POLL_S = 0.003
 
 
@@ -179,6 +181,7 @@ class Supervised:
         self.thread = None
         self.token = None
         self.ended = False
+        self._asked: tuple[str, float] | None = None  # a pause not yet said: (its token, when first seen)
 
     def _take_turn(self, token: str) -> None:
         turn = self.gate.acquire(self.entry, alive=lambda: not self.ended)
@@ -199,6 +202,19 @@ class Supervised:
         if paused and not waiting_turn and self.gate.clear_if_stale():
             return False
         return waiting_turn or paused
+
+    def unresponsive(self, limit_s: float) -> bool:
+        """True once a pause asked of this process has gone unanswered for `limit_s` seconds: it is
+        inside one stretch of GPU work that long (a kernel that hangs), and every timing on its GPU
+        waits for it. Its supervisor stops it then (supervise.run_worker)."""
+        pause = _read(self.folder / PAUSE)
+        if pause is None or _read(self.folder / PAUSED) == pause or not (self.folder / LISTENING).exists():
+            self._asked = None  # (a process still starting, torch and its CUDA context, is not stopped)
+            return False
+        now = time.monotonic()
+        if self._asked is None or self._asked[0] != pause:
+            self._asked = (pause, now)
+        return now - self._asked[1] > limit_s
 
     def _release(self) -> None:
         if self.thread is not None:
@@ -223,6 +239,7 @@ class WorkerGate:
         self._busy = False
         if enabled:
             threading.Thread(target=self._acknowledge, daemon=True).start()
+            _write(self.folder / LISTENING, "1")
 
     def _acknowledge(self) -> None:
         """Says "paused" for each pause asked, whenever this process is between two stretches of GPU work."""

@@ -41,8 +41,24 @@ def default_source(ex: Exercise, solutions: bool | None = None) -> Path:
 
 def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = None) -> Prepared:
     """Everything before the kernel runs: read, static checks, SASS, build. Needs no GPU to
-    compile; builds the extension only where a GPU will run it."""
-    result = Result(ex.id, display or _build.display_path(path), toolchain.mode())
+    compile; builds the extension only where a GPU will run it. torch's import (has_gpu) runs
+    beside the static and SASS checks, which need no torch: the mode is known at the end."""
+    toolchain.start_gpu_probe()
+    prep = _prepare(ex, path, quiet, display)
+    prep.result.mode = toolchain.mode()
+    return prep
+
+
+def _early_build(src: _build.Source, name: str, quiet: bool):
+    """The extension's build, started beside the SASS checks where a GPU may run it: None where
+    torch (once imported, in this thread) sees none."""
+    if not toolchain.has_gpu():
+        return None
+    return _build.build([src], name=name, quiet=quiet, load=False)
+
+
+def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prepared:
+    result = Result(ex.id, display or _build.display_path(path), "")  # (the mode: prepare())
     prep = Prepared(result)
     try:
         src = _build.Source.read(path)
@@ -69,8 +85,7 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         return prep
     # Where a GPU will run it, the extension builds (never loads) beside the SASS checks: a
     # learner's edit waits for the longer of the two, not for both.
-    early = _BUILDS.submit(_build.build, [src], name=ex.id.replace(".", "_"), quiet=quiet, load=False) \
-        if toolchain.has_gpu() else None
+    early = _BUILDS.submit(_early_build, src, ex.id.replace(".", "_"), quiet) if toolchain.gpu_present() else None
     report = sass_checks(ex, src, result)
     result.add_time("source and SASS checks", time.perf_counter() - t_checks)
     if any(i.group == "build" for i in result.failures):
@@ -92,7 +107,8 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
         return prep
     t_wait = time.perf_counter()
     try:  # built, never loaded here: only the sandboxed worker runs a submission's code
-        built = early.result()
+        built = (early.result() if early else None) or _build.build([src], name=ex.id.replace(".", "_"),
+                                                                     quiet=quiet, load=False)
     except _build.BuildError as e:
         result.add("build", "torch extension", "fail", e.summary())
         return prep
@@ -360,6 +376,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead;
     `sanitizers` runs them under these tools too, after a clean run (as class grading does)."""
     t0 = time.perf_counter()
+    toolchain.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,

@@ -163,7 +163,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         if opts.sanitize:  # one cudaMalloc per tensor, so memcheck sees every overrun (the caching
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # allocator hides them inside its blocks)
         limit = opts.timeout or ex.timeout_s
-        timed_out = over_memory = False
+        timed_out = over_memory = unpaused = False
         with open(log, "ab") as logf:
             if not warm:  # (a warm process was isolated when it started)
                 prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
@@ -187,6 +187,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                     last = now
                     if now > deadline:
                         timed_out = True
+                    elif gate is not None and gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
+                        timed_out = unpaused = True  # (graded again with the GPU alone: classroom)
                     elif opts.memory_limit_gb and time.monotonic() > next_rss:
                         next_rss = time.monotonic() + 0.25
                         over_memory = _tree_rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30
@@ -219,7 +221,12 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                 running = None
         group = {c.label: "performance" for c in ex.perf_cases}.get(running, "correctness")
         group = "work" if running == "kernels launched" else group
-        if timed_out:
+        if unpaused:
+            prep.timed_out = True
+            result.add(group, running or "run", "fail",
+                       f"no pause within {config.GATE_PAUSE_LIMIT_S:.0f} s when another grading on this GPU "
+                       f"needed it alone: a kernel running that long (the grading process was stopped)")
+        elif timed_out:
             prep.timed_out = True
             result.add(group, running or "run", "fail",
                        f"no result within {limit:.0f} s: the kernel hangs or is far too slow "
