@@ -659,7 +659,10 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
     calibration's seconds per exercise, and the scaling from 1 to N GPUs where both were run
     (else ideal scaling, said so)."""
     runs = report.get("runs") or _class_runs_from(report)
-    runs = [r for r in runs if r.get("lanes", 1) == report.get("lanes", 1)] or runs  # the latest run's lanes
+    # the runs like the latest (its lanes, class and exercise): scaling compares the same work
+    same = [r for r in runs if r.get("lanes", 1) == report.get("lanes", 1) and r.get("students") == report.get("students")
+            and r.get("exercise") == report.get("exercise")]
+    runs = same or [r for r in runs if r.get("lanes", 1) == report.get("lanes", 1)] or runs
     one = next((r for r in runs if r["gpus"] == 1), None)
     many = max((r for r in runs if r["gpus"] > 1), key=lambda r: r["gpus"], default=None)
     base = one or runs[-1]
@@ -740,21 +743,24 @@ def class_report(out: str | Path) -> str:
            if sanitize_s is not None else "This run did not measure the compute-sanitizer stage apart."), ""]
     if len(runs) > 1:
         md += ["## Runs on 1 and more GPUs", "",
-               "| GPUs | lanes | when, commit | total | preparation | GPU phase | GPU s per grading | "
-               "verdicts as on 1 GPU (1 lane where run) |", "|---|---|---|---|---|---|---|---|"]
-        one = next((r for r in runs if r["gpus"] == 1 and r.get("lanes", 1) == 1), None) or \
-            next((r for r in runs if r["gpus"] == 1), None)
-        for r in runs:
+               "| students | GPUs | lanes | when, commit | total | preparation | GPU phase | GPU s per grading | "
+               "each GPU: graded in busy s | verdicts as on 1 GPU (1 lane where run) |",
+               "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(runs, key=lambda r: (r["students"], r.get("lanes", 1), r["gpus"])):
+            like = [x for x in runs if x["gpus"] == 1 and x["students"] == r["students"] and x["exercise"] == r["exercise"]]
+            one = next((x for x in like if x.get("lanes", 1) == 1), None) or next(iter(like), None)
             same = "-"
             if one and r is not one:
                 a = {x["student"]: x["verdict"] for x in one["rows"]}
                 b = {x["student"]: x["verdict"] for x in r["rows"]}
                 diff = sorted(s for s in a.keys() | b.keys() if a.get(s) != b.get(s))
                 same = "all the same" if not diff else f"{len(diff)} differ: {', '.join(diff[:6])}"
-            md.append(f"| {r['gpus']} | {r.get('lanes', 1)} | {r['environment']['date']}, "
+            md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)} | {r['environment']['date']}, "
                       f"{r['environment'].get('commit', '?')} | "
                       f"{r['seconds']:.0f} s | {r['timing']['prepare_s']:.0f} s | {r['timing']['run_s']:.0f} s | "
-                      f"{_rate(r):.1f} s | {same} |")
+                      f"{_rate(r):.1f} s | "
+                      + (", ".join(f"{g['graded']} in {g['busy_s']:.0f} s" for g in r["timing"].get("per_gpu", {}).values())
+                         or "-") + f" | {same} |")
         md.append("")
     p = projection(report, len(exercises.all_exercises()))
     sc = p["scaling"]
