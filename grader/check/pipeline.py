@@ -98,7 +98,11 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         prep.shared_access_bytes = tuple(max(k.shared_access_bytes(op) for k in report.kernels)
                                          for op in ("LDS", "STS"))
         prep.uses_shared_memory = any(k.has_opcode(op) for k in report.kernels for op in SHARED_OPCODES)
-    if not toolchain.has_gpu():
+    t_probe = time.perf_counter()
+    gpu = toolchain.has_gpu()  # (torch's import and the CUDA probe, started beside the checks: what is left)
+    if time.perf_counter() - t_probe > 0.01:
+        result.add_time("torch and the GPU probe (what the checks did not cover)", time.perf_counter() - t_probe)
+    if not gpu:
         if ex.learner_file == "template":
             result.add("build", CACHE_HIT, "skip", "skipped: no CUDA GPU here (compile-only mode): the extension "
                        "is built, and a repeat request timed, where a GPU runs it")
@@ -386,10 +390,12 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # context and (for the launch check) profiler are ready by the time the module is. Not for a Python
     # module (its dependencies must be in view from the start) or a run under compute-sanitizer.
     warm, ncu_run = None, None
+    t_warm = time.perf_counter()
     if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
         warm = (WarmWorker(opts), WarmWorker(opts, profiler=True))
         if ex.max_bank_conflicts is not None:
             ncu_run = _start_bank_conflict_run(opts)
+    t_warm = time.perf_counter() - t_warm
     try:
         prep = prepare(ex, path, quiet=quiet)
         run(ex, prep, opts, warm, ncu_run)
@@ -401,6 +407,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
             ncu_run.cancel()  # (a no-op where it ran)
     if warm:
         prep.result.add_time("early processes stopped", time.perf_counter() - t_stop)
+        prep.result.add_time("grading processes launched", t_warm)
     result = _finish(prep.result, t0)
     # what no stage above accounts for (reading the source, the checks' own bookkeeping, waits between)
     result.add_time("other", max(0.0, result.seconds - sum(result.timings.values())))

@@ -148,7 +148,9 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         tmp = str(warm.tmp) if warm else own_tmp
         module_dir = prep.module_dir
         if warm and module_dir:  # the warm process can only see its own folder: the module goes there
+            t_copy = time.perf_counter()
             module_dir = copy_module(module_dir, warm.tmp)
+            result.add_time("module copied to the grading process", time.perf_counter() - t_copy)
         results = Path(tmp) / "results.jsonl"
         results.touch()
         worker_config = {"exercise": ex.id, "module_dir": module_dir, "module_name": prep.module_name,
