@@ -152,6 +152,18 @@ def gpu_present() -> bool:
     return any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/dxg").exists()
 
 
+@functools.lru_cache(maxsize=None)
+def torch_dir() -> str | None:
+    """The folder of the installed torch package, found without importing it (an import costs
+    seconds: a check needs the folder long before it needs torch)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
 _probe: threading.Thread | None = None
 
 

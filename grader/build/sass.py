@@ -146,13 +146,9 @@ HOST_OBJECT_FLAGS = ["-c", "-Xcompiler", "-fPIC", "--keep"]
 
 @functools.lru_cache(maxsize=None)
 def _torch_include_dirs() -> list[str]:
-    """torch's header folder, found without importing torch (seconds)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    return [os.path.join(list(spec.submodule_search_locations)[0], "include")]
+    """torch's header folder (toolchain.torch_dir: no import of torch)."""
+    folder = toolchain.torch_dir()
+    return [os.path.join(folder, "include")] if folder else []
 
 
 @functools.lru_cache(maxsize=None)

@@ -155,14 +155,11 @@ def _resolve(paths) -> list[Path]:
 
 def _needed() -> list[Path]:
     """What any Python grading process reads: the interpreter, its libraries, torch, CUDA."""
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    try:
-        import torch
-
-        paths.append(os.path.dirname(torch.__file__))
-    except ImportError:
-        pass
     from .. import toolchain
+
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    if toolchain.torch_dir():  # (found, not imported: an import here held a check up for seconds)
+        paths.append(toolchain.torch_dir())
 
     home = toolchain.cuda_home()
     if home:
