@@ -274,6 +274,7 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
     assert calls == [(str(gate), False), (None, True)]
     assert [i["detail"] for i in record["items"]] == ["alone"] and record["verdict"] == "pass"
     assert any("graded again with the GPU alone" in k for k in record["timings"])
+    assert any("first run beside other gradings (stopped: its time limit)" in k for k in record["timings"])
     assert not (gate / "timing").exists()  # the turn given back
 
 

@@ -56,6 +56,7 @@ class Prepared:
     deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
     timed_out: bool = False              # a grading process of it was stopped at its time limit
+    unpaused: bool = False               # ... or, beside other gradings, for not pausing (gate.py)
 
 
 def _rss_bytes(pid: int) -> int:
@@ -224,7 +225,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         group = {c.label: "performance" for c in ex.perf_cases}.get(running, "correctness")
         group = "work" if running == "kernels launched" else group
         if unpaused:
-            prep.timed_out = True
+            prep.timed_out = prep.unpaused = True
             result.add(group, running or "run", "fail",
                        f"no pause within {config.GATE_PAUSE_LIMIT_S:.0f} s when another grading on this GPU "
                        f"needed it alone: a kernel running that long (the grading process was stopped)")

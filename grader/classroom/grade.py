@@ -112,7 +112,9 @@ def grade_one(item, calibration: dict | None) -> dict:
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
         # (the GPU shares its time between the processes): a time limit reached there is not a verdict.
         # Graded again with the GPU to itself, after every other submission (the other lanes wait
-        # meanwhile; at the end they have little left to do).
+        # meanwhile; at the end they have little left to do). The record keeps what this run cost.
+        why = "not paused for another's timing" if prep.unpaused else "its time limit"
+        untouched.result.add_time(f"first run beside other gradings (stopped: {why})", time.perf_counter() - t1)
         return Later((*item[:2], untouched, *item[3:6], ALONE))
     return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
 
