@@ -50,8 +50,8 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
 
 
 def _early_build(src: _build.Source, name: str, quiet: bool):
-    """The extension's build, started beside the SASS checks where a GPU may run it: None where
-    torch (once imported, in this thread) sees none."""
+    """The extension's build, started beside the SASS checks: None where torch (once imported, in
+    this thread) sees no GPU to run it."""
     if not toolchain.has_gpu():
         return None
     return _build.build([src], name=name, quiet=quiet, load=False)
@@ -85,7 +85,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         return prep
     # Where a GPU will run it, the extension builds (never loads) beside the SASS checks: a
     # learner's edit waits for the longer of the two, not for both.
-    early = _BUILDS.submit(_early_build, src, ex.id.replace(".", "_"), quiet) if toolchain.gpu_present() else None
+    early = _BUILDS.submit(_early_build, src, ex.id.replace(".", "_"), quiet)
     report = sass_checks(ex, src, result)
     result.add_time("source and SASS checks", time.perf_counter() - t_checks)
     if any(i.group == "build" for i in result.failures):
@@ -100,8 +100,9 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         prep.uses_shared_memory = any(k.has_opcode(op) for k in report.kernels for op in SHARED_OPCODES)
     t_probe = time.perf_counter()
     gpu = toolchain.has_gpu()  # (torch's import and the CUDA probe, started beside the checks: what is left)
-    if time.perf_counter() - t_probe > 0.01:
-        result.add_time("torch and the GPU probe (what the checks did not cover)", time.perf_counter() - t_probe)
+    waited = time.perf_counter() - t_probe
+    if waited > 0.01:
+        result.add_time("torch and the GPU probe (what the checks did not cover)", waited)
     if not gpu:
         if ex.learner_file == "template":
             result.add("build", CACHE_HIT, "skip", "skipped: no CUDA GPU here (compile-only mode): the extension "
@@ -111,8 +112,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         return prep
     t_wait = time.perf_counter()
     try:  # built, never loaded here: only the sandboxed worker runs a submission's code
-        built = (early.result() if early else None) or _build.build([src], name=ex.id.replace(".", "_"),
-                                                                     quiet=quiet, load=False)
+        built = early.result()
     except _build.BuildError as e:
         result.add("build", "torch extension", "fail", e.summary())
         return prep

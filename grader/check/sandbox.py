@@ -158,8 +158,9 @@ def _needed() -> list[Path]:
     from .. import toolchain
 
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    if toolchain.torch_dir():  # (found, not imported: an import here held a check up for seconds)
-        paths.append(toolchain.torch_dir())
+    torch = toolchain.torch_dir()  # (found, not imported: an import here held a check up for seconds)
+    if torch:
+        paths.append(torch)
 
     home = toolchain.cuda_home()
     if home:

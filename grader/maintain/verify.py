@@ -659,10 +659,8 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
     calibration's seconds per exercise, and the scaling from 1 to N GPUs where both were run
     (else ideal scaling, said so)."""
     runs = report.get("runs") or _class_runs_from(report)
-    # the runs like the latest (its lanes, class and exercise): scaling compares the same work
-    same = [r for r in runs if r.get("lanes", 1) == report.get("lanes", 1) and r.get("students") == report.get("students")
-            and r.get("exercise") == report.get("exercise")]
-    runs = same or [r for r in runs if r.get("lanes", 1) == report.get("lanes", 1)] or runs
+    lanes = [r for r in runs if r.get("lanes", 1) == report.get("lanes", 1)]
+    runs = [r for r in lanes if _same_class(r, report)] or lanes or runs  # scaling compares the same work
     one = next((r for r in runs if r["gpus"] == 1), None)
     many = max((r for r in runs if r["gpus"] > 1), key=lambda r: r["gpus"], default=None)
     base = one or runs[-1]
@@ -710,6 +708,11 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
             "rate_needed_overlapped_s": needed_overlapped}
 
 
+def _same_class(a: dict, b: dict) -> bool:
+    """Two class-benchmark runs of the same class: as many students, the same exercise."""
+    return a.get("students") == b.get("students") and a.get("exercise") == b.get("exercise")
+
+
 def _class_runs_from(report: dict) -> list[dict]:
     return [dict({k: v for k, v in report.items() if k != "runs"}, gpus=report.get("timing", {}).get("gpus", 1))]
 
@@ -747,7 +750,7 @@ def class_report(out: str | Path) -> str:
                "each GPU: graded in busy s | verdicts as on 1 GPU (1 lane where run) |",
                "|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(runs, key=lambda r: (r["students"], r.get("lanes", 1), r["gpus"])):
-            like = [x for x in runs if x["gpus"] == 1 and x["students"] == r["students"] and x["exercise"] == r["exercise"]]
+            like = [x for x in runs if x["gpus"] == 1 and _same_class(x, r)]
             one = next((x for x in like if x.get("lanes", 1) == 1), None) or next(iter(like), None)
             same = "-"
             if one and r is not one:
