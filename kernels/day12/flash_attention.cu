@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 15df190976fc).
+// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 29b16b10e941).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
@@ -185,8 +185,9 @@ __global__ void __launch_bounds__(THREADS, FA_MIN_BLOCKS)
   //  3. Wait for Q and __syncthreads: attend_tile reads each warp's Q fragments from q_s per tile.
   //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
   //     stage tile t - 1 used (cp_async16 above from a shared address and source pointers computed
-  //     once: a thread's rows r0 + i ROW_STEP share a swizzle), commit, then attend_tile on stage t % STAGES: MASK false below
-  //     full_end's tile, true from there on; a masked tile wholly past the warp's last row is skipped.
+  //     once: a thread's rows r0 + i ROW_STEP share a swizzle), commit, then attend_tile on stage
+  //     t % STAGES: MASK false below full_end's tile, true from there on; a masked tile wholly past
+  //     the warp's last row is skipped.
   //  5. Per m tile: o = O / d (0 where d = 0) rounded to T, into the warp's own rows of q_s
   //     (swizzled; __syncwarp first: Q is read there until the last tile), then 16-byte stores of
   //     whole rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.

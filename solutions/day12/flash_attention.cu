@@ -283,8 +283,9 @@ __global__ void __launch_bounds__(THREADS, FA_MIN_BLOCKS)
   // STUB: //  3. Wait for Q and __syncthreads: attend_tile reads each warp's Q fragments from q_s per tile.
   // STUB: //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
   // STUB: //     stage tile t - 1 used (cp_async16 above from a shared address and source pointers computed
-  // STUB: //     once: a thread's rows r0 + i ROW_STEP share a swizzle), commit, then attend_tile on stage t % STAGES: MASK false below
-  // STUB: //     full_end's tile, true from there on; a masked tile wholly past the warp's last row is skipped.
+  // STUB: //     once: a thread's rows r0 + i ROW_STEP share a swizzle), commit, then attend_tile on stage
+  // STUB: //     t % STAGES: MASK false below full_end's tile, true from there on; a masked tile wholly past
+  // STUB: //     the warp's last row is skipped.
   // STUB: //  5. Per m tile: o = O / d (0 where d = 0) rounded to T, into the warp's own rows of q_s
   // STUB: //     (swizzled; __syncwarp first: Q is read there until the last tile), then 16-byte stores of
   // STUB: //     whole rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
