@@ -122,15 +122,15 @@ def cmd_verify(args) -> int:
     from .maintain.verify import class_benchmark, self_test, verify
 
     if args.class_benchmark:
-        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus, lanes=args.lanes)
+        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus or "all", lanes=args.lanes)
     if args.ncu_jupyter:
         from .maintain.ncu_jupyter import ncu_jupyter
 
         return ncu_jupyter(args.out)
     if args.self_test:
-        return self_test(args.out, args.only)
+        return self_test(args.out, args.only, gpus=args.gpus)
     return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only,
-                  notebook_timeout=args.notebook_timeout)
+                  notebook_timeout=args.notebook_timeout, gpus=args.gpus)
 
 
 # Commands that build or run kernels: they need the course's interpreter (torch and the CUDA tools).
@@ -196,8 +196,10 @@ def main(argv=None) -> int:
     p.add_argument("--ncu-jupyter", action="store_true",
                    help="instead: a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through it, "
                         "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
-    p.add_argument("--gpus", default="all", metavar="all|N|0,1",
-                   help="with --class-benchmark: the GPUs it grades on (run it on 1 and on N to measure the scaling)")
+    p.add_argument("--gpus", default=None, metavar="all|N|0,1",
+                   help="the GPUs of this host to use: with --class-benchmark, those it grades on (default all; run it "
+                        "on 1 and on N to measure the scaling); with --self-test, those its tests spread over, and for "
+                        "the notebooks, one notebook on each at a time (default 1)")
     p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
                    help="with --class-benchmark: submissions graded side by side on each GPU")
     p.set_defaults(fn=cmd_verify)

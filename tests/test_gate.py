@@ -164,3 +164,19 @@ def test_a_process_that_does_not_pause_in_time_is_said_unresponsive_once_it_list
     assert not t.is_alive()
     ok.close()
     timing.close()
+
+
+def test_a_stretch_of_gpu_work_is_written_down_for_its_supervisor_gate_or_not(tmp_path):
+    """The supervisor stops a run that never ends (config.RUN_LIMIT_S): it reads how long the process
+    has been inside its current stretch, with or without a gate, and 0 between stretches."""
+    from grader.check.gate import running_for
+
+    for enabled in (False, True):
+        folder = tmp_path / str(enabled)
+        folder.mkdir()
+        worker = WorkerGate(folder, enabled)
+        assert running_for(folder) == 0.0
+        with worker.busy():
+            time.sleep(0.2)
+            assert 0.15 < running_for(folder) < 5
+        assert running_for(folder) == 0.0

@@ -30,7 +30,9 @@ from grader.maintain import selftest
 
 # Run everywhere; `-m gpu` (the GPU verification's self-test) selects them too, so that the
 # corpus is proven on the GPU machine, with its sandbox, in the same run as the mutants.
-pytestmark = pytest.mark.gpu
+# One xdist worker for them all where the self-test runs tests side by side: they share canary files
+# and a port.
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("hostile")]
 
 SUBMISSIONS = selftest.hostile_submissions()
 EXERCISE = "day02.silu_and_mul"
@@ -166,9 +168,29 @@ COURSE_EXPORT cudaError_t conditional(float* x, cudaStream_t stream) {
 """
 
 
+def test_grading_links_the_checked_object_so_a_branch_for_another_compile_never_runs(tmp_path):
+    """Grading compiles a submission once: the extension is linked from the object whose SASS and
+    symbols were checked (build.build_checked). A branch that only another nvcc command would compile
+    (#ifdef TORCH_EXTENSION_NAME, defined by torch's extension build) is not in what runs."""
+    from grader.build import build_checked, compile_cubin
+
+    secret = Path(CANARY + "incbin")
+    secret.write_text(SECRET)
+    header = tmp_path / "stolen.h"
+    header.write_text("static int stolen_solution = 1;\n")
+    src = tmp_path / "conditional.cu"
+    src.write_text(CONDITIONAL.replace("FILE", str(header)).replace("SECRET", str(secret)))
+    report = compile_cubin(src, host_object=True)
+    assert symbols.inspect(report.host_object).ok
+    built = build_checked(src, report.host_object, "hostile_conditional")
+    assert (built.directory / "kernels.o").read_bytes() == Path(report.host_object).read_bytes()
+    assert built.library.exists() and SECRET.encode() not in built.library.read_bytes()
+    assert build_checked(src, report.host_object, "hostile_conditional").cached
+
+
 def test_what_the_extension_build_read_is_checked_too(tmp_path):
-    """The extension's own nvcc command differs from the checked compile (its macros, its include
-    folders): what it read is checked after the build, and a failing build does not quote a file
+    """A notebook's build (build.build: torch's extension build compiles the .cu itself, with its own
+    macros and include folders): what it read is listed, and a failing build does not quote a file
     that is not the submission's."""
     from grader.build import BuildError
     from grader.build.extension import foreign_reads

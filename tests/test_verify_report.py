@@ -122,3 +122,26 @@ def test_a_stub_fails_as_expected_by_its_outputs_or_its_own_template_checks():
         r = Result(ex.id, "x", "gpu")
         r.add("build", name, "fail", "error")
         assert not verify.stub_as_expected(ex, r), name
+
+
+def test_the_self_test_and_notebooks_spread_their_workers_over_the_hosts_gpus(monkeypatch):
+    """verify --gpus: each pytest-xdist worker pinned to one GPU in turn (before it starts CUDA), with
+    that GPU's gate, so that every timing still has its GPU alone; nothing changes outside a worker."""
+    from grader import config
+    from grader.classroom import slots
+    from grader.maintain import spread
+
+    env = {spread.GPUS_ENV: "0,1,2,3", spread.GATES_ENV: "/tmp/gates", "PYTEST_XDIST_WORKER": "gw6"}
+    assert spread.pin(env) == "2" and env["CUDA_VISIBLE_DEVICES"] == "2"
+    assert env[config.GATE_ENV] == "/tmp/gates/gpu-2"
+    assert spread.pin({spread.GPUS_ENV: "0,1"}) is None  # not an xdist worker: the parent is left alone
+    monkeypatch.setattr(slots, "visible_gpus", lambda: ["0", "1", "2", "3"])
+    monkeypatch.setattr(verify, "_has_module", lambda name: True)
+    devices, workers, args, env = verify._spread("all", 6, 64)
+    assert devices == ["0", "1", "2", "3"] and workers == 24 and args == ["-n", "24", "-p", "grader.maintain.spread"]
+    assert env == {spread.GPUS_ENV: "0,1,2,3"}
+    assert verify._spread("all", 1, 64)[1] == 4  # the notebooks: one per GPU at a time
+    assert verify._spread(None, 6, 16)[:2] == (["0"], 6)  # one GPU by default; half the cores, less 2
+    assert verify._spread("2", 6, 16)[1] == 6  # never more than the cores allow
+    monkeypatch.setattr(verify, "_has_module", lambda name: False)
+    assert verify._spread("all", 6, 64) == (["0"], 1, [], {})  # no pytest-xdist: one at a time, one GPU

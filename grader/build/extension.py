@@ -11,6 +11,11 @@ compiled once per prototype set into an object of its own (ext/bindings/), by lo
 and each build of the kernels links that object in: an edited kernel costs nvcc and a link.
 Every build sharing a binding is a Python module of the binding's name (its PyInit symbol),
 each in its own folder; they load side by side by path.
+
+Grading compiles a submission once (sass.compile_cubin with its host object: the SASS, resources,
+includes and symbols it checks) and `build_checked` links the extension from that very object: what
+runs is what was checked, and nothing is compiled twice. The notebooks' builds (`build`, `build_day`)
+compile their sources themselves.
 """
 from __future__ import annotations
 
@@ -227,6 +232,66 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
         _loaded[module_name] = built
         _imported[import_name] = build_dir
     return built
+
+
+def build_checked(source, host_object: str | Path, name: str, quiet: bool = True) -> Built:
+    """The torch extension of one checked source, linked from `host_object`: the object that
+    sass.compile_cubin(host_object=True) made in the nvcc call whose SASS, resources, includes and
+    symbols grading checked. Nothing is compiled again (an edit costs that one nvcc call and a link),
+    and what runs is exactly what was checked. Never imported here: only the sandboxed worker loads a
+    submission. Cached under the object's hash and the binding's."""
+    import hashlib
+
+    source = _as_sources([source])[0]
+    try:
+        exports = parse_exports(source.text, source.path)
+    except ValueError as e:
+        raise BuildError(source.path, str(e)) from None
+    if not exports:
+        raise BuildError(source.path, "no entry point: mark the host function Python calls with COURSE_EXPORT")
+    t_start = time.perf_counter()
+    toolchain.cuda_home()
+    arch = target_arch([source], toolchain.arch())
+    features = toolchain.load_inline_features()
+    binding = generate_binding(exports)
+    digest = hashlib.sha256(Path(host_object).read_bytes()).hexdigest()
+    key = content_hash([], ["linked from a checked object", digest, binding, BINDING_VERSION, arch, str(features),
+                            str(toolchain.INCLUDE)])
+    module_name = _module_name(name, key)
+    build_dir = toolchain.cache_dir() / "ext" / module_name
+    import_name = _module_name(name, "b" + binding_key(binding, arch, features))
+    library = build_dir / f"{import_name}.so"
+    kernels = global_kernel_names(source.text)
+    with _module_lock(build_dir):
+        if library.exists():
+            return Built(None, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True, library)
+        import torch
+        from torch.utils import cpp_extension
+
+        build_dir.mkdir(parents=True, exist_ok=True)
+        obj = build_dir / "kernels.o"  # the checked object, kept with the build it made
+        shutil.copyfile(host_object, obj)
+        torch_include = Path(torch.__file__).parent / "include" / "torch"
+        use_pch = bool(features["use_pch"] and os.access(torch_include, os.W_OK))
+        with _build_lock, _Progress(source.path, quiet, use_pch and not (torch_include / "extension.h.gch").exists()) \
+                as progress:
+            binding_obj = _binding_object(binding, import_name, arch, features, torch_include, use_pch, source.path,
+                                          [source])
+            # main.cpp is empty: the binding and the kernels come in as objects; only the link runs
+            kwargs = dict(_inline_kwargs(import_name, build_dir, arch, features), cpp_sources=[""],
+                          extra_ldflags=[str(binding_obj), str(obj)])
+            if use_pch:
+                kwargs["use_pch"] = True  # (load_inline deletes the shared precompiled header when told False)
+            try:
+                with _pch_lock(torch_include, use_pch):
+                    _load_inline(cpp_extension, kwargs, False)
+            except RuntimeError as e:
+                shutil.rmtree(build_dir, ignore_errors=True)  # a failed build never sticks
+                raise BuildError(source.path, f"linking the extension failed: {str(e).strip()[-1500:]}") from None
+            except Exception:
+                shutil.rmtree(build_dir, ignore_errors=True)
+                raise
+    return Built(None, module_name, build_dir, exports, kernels, progress.seconds, False, library)
 
 
 def binding_key(binding: str, arch: str, features: dict) -> str:

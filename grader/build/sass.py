@@ -2,6 +2,7 @@
 cu++filt's kernel names. Registers, shared memory, spills and opcodes, no GPU needed."""
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -255,13 +256,35 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     checked = ["reads checked: preprocessor and assembler"] if host_object else []  # cached only once they were
     key = content_hash([source], flags + [toolchain.nvcc_version() or "", str(cuobjdump), REPORT_VERSION] + checked)
     out_dir = toolchain.cache_dir() / "cubin" / key
-    report_file = out_dir / "report.json"
-    obj = out_dir / "kernel.o"
-    if report_file.exists() and (obj.exists() or not host_object):
-        data = json.loads(report_file.read_text())
-        data["kernels"] = [KernelInfo(**k) for k in data["kernels"]]
-        data["host_object"] = str(obj) if host_object else ""
-        return CompileReport(**data)
+    report = _cached_report(out_dir, host_object)
+    if report is not None:
+        return report
+    # One compile of a source at a time across processes (the self-test's tests and its builds of the
+    # same mutants, identical submissions in a class): a second waits, then reads what the first made.
+    lock_path = out_dir.parent / "locks" / f"{key}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        report = _cached_report(out_dir, host_object)
+        if report is not None:
+            return report
+        return _compile(source, smv, flags, nvcc, cuobjdump, out_dir, host_object, quiet)
+
+
+def _cached_report(out_dir: Path, host_object: bool) -> CompileReport | None:
+    report_file, obj = out_dir / "report.json", out_dir / "kernel.o"
+    if not (report_file.exists() and (obj.exists() or not host_object)):
+        return None
+    data = json.loads(report_file.read_text())
+    data["kernels"] = [KernelInfo(**k) for k in data["kernels"]]
+    data["host_object"] = str(obj) if host_object else ""
+    return CompileReport(**data)
+
+
+def _compile(source, smv: str, flags: list[str], nvcc: str, cuobjdump, out_dir: Path, host_object: bool,
+             quiet: bool) -> CompileReport:
+    """compile_cubin's work, under its lock: nvcc, then cuobjdump's SASS, into `out_dir`."""
+    report_file, obj = out_dir / "report.json", out_dir / "kernel.o"
     out_dir.mkdir(parents=True, exist_ok=True)
     # Each compile works in a folder of its own and moves its outputs in whole: two processes that
     # compile the same file at once (parallel tests, say) never read each other's half-written files.

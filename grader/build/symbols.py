@@ -3,8 +3,8 @@
 Source checks depend on spelling (a macro pastes `fo` and `pen` together, a declaration says
 `__asm__("getenv")`); the object file does not. A kernel file's host code is a launcher: it
 computes a grid, launches kernels and returns the error. `inspect(object)` reads the ELF
-object nvcc made of it (`compile_cubin(..., host_object=True)`, or the torch extension's own
-`cuda.cuda.o`) and reports:
+object nvcc made of it (`compile_cubin(..., host_object=True)`, the very object grading links
+the extension from: `build_checked`) and reports:
 
 - `calls`: every undefined symbol, i.e. every function or variable the host code takes from
   a library, that is not on ALLOWED, with what it is (LIBRARY_KINDS): files, network,

@@ -34,6 +34,9 @@ from pathlib import Path
 
 PAUSE, PAUSED, WANT, GRANTED = "gate-pause", "gate-paused", "gate-want", "gate-granted"
 LISTENING = "gate-listening"  # the grading process answers pauses from now on (it has started)
+# The grading process is inside one stretch of GPU work since the time written (gate or not): its
+# supervisor stops a stretch that lasts too long (a hang: config.RUN_LIMIT_S, supervise.run_worker).
+RUNNING = "run-started"
 POLL_S = 0.003
 
 
@@ -253,10 +256,15 @@ class WorkerGate:
 
     @contextlib.contextmanager
     def busy(self):
-        """A stretch of GPU work (a case: inputs, reference, the call, the comparison): it starts only
-        when no timing runs, and the GPU is idle again when it ends."""
+        """A stretch of GPU work (one run of a case: inputs, reference, the call, the comparison): it
+        starts only when no timing runs, and the GPU is idle again when it ends. Gate or not, its start
+        is written down (RUNNING) for the supervisor, which stops a stretch that never ends."""
         if not self.enabled:
-            yield
+            _write(self.folder / RUNNING, repr(time.time()))
+            try:
+                yield
+            finally:
+                _unlink(self.folder / RUNNING)
             return
         while True:
             self._busy = True
@@ -265,10 +273,12 @@ class WorkerGate:
             self._busy = False
             while (self.folder / PAUSE).exists():
                 time.sleep(POLL_S)
+        _write(self.folder / RUNNING, repr(time.time()))
         try:
             yield
         finally:
             _synchronize()
+            _unlink(self.folder / RUNNING)
             self._busy = False
 
     @contextlib.contextmanager
@@ -288,6 +298,16 @@ class WorkerGate:
             _synchronize()
             self._busy = False
             _unlink(self.folder / WANT)
+
+
+def running_for(folder: str | Path) -> float:
+    """How long the grading process in `folder` has been inside its current stretch of GPU work
+    (WorkerGate.busy); 0 between stretches."""
+    text = _read(Path(folder) / RUNNING)
+    try:
+        return max(0.0, time.time() - float(text)) if text else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _synchronize() -> None:

@@ -7,7 +7,6 @@ a call and times the performance cases (supervise.py, worker.py).
 """
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import json
 import os
@@ -49,14 +48,6 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     return prep
 
 
-def _early_build(src: _build.Source, name: str, quiet: bool):
-    """The extension's build, started beside the SASS checks: None where torch (once imported, in
-    this thread) sees no GPU to run it."""
-    if not toolchain.has_gpu():
-        return None
-    return _build.build([src], name=name, quiet=quiet, load=False)
-
-
 def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prepared:
     result = Result(ex.id, display or _build.display_path(path), "")  # (the mode: prepare())
     prep = Prepared(result)
@@ -83,10 +74,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
     t_checks = time.perf_counter()
     if not static_checks(ex, src, result):
         return prep
-    # Where a GPU will run it, the extension builds (never loads) beside the SASS checks: a
-    # learner's edit waits for the longer of the two, not for both.
-    early = _BUILDS.submit(_early_build, src, ex.id.replace(".", "_"), quiet)
-    report = sass_checks(ex, src, result)
+    report = sass_checks(ex, src, result)  # one nvcc call: the SASS and the host object that is linked
     result.add_time("source and SASS checks", time.perf_counter() - t_checks)
     if any(i.group == "build" for i in result.failures):
         return prep
@@ -110,33 +98,15 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
         return prep
-    t_wait = time.perf_counter()
-    try:  # built, never loaded here: only the sandboxed worker runs a submission's code
-        built = early.result()
+    t_build = time.perf_counter()
+    try:  # linked from the checked object (what runs is what was checked); never loaded here
+        host_object = report.host_object if report else _build.compile_cubin(src, host_object=True).host_object
+        built = _build.build_checked(src, host_object, ex.id.replace(".", "_"), quiet)
     except _build.BuildError as e:
         result.add("build", "torch extension", "fail", e.summary())
         return prep
-    waited = time.perf_counter() - t_wait
-    # The object the extension was linked from, checked too: what runs is what was checked
-    # (the extension's nvcc command defines macros of its own that a submission could test for).
-    objects = sorted(Path(built.directory).glob("*.cuda.o"))
-    if not objects:
-        result.add("source", "host code (link check)", "fail", f"the build left no object file to check in {built.directory}")
-        return prep
-    t_link = time.perf_counter()
-    if not all(link_checks(ex, src, result, built_object=str(o)) for o in objects):
-        return prep
-    from ..build.extension import foreign_reads
-    from ..build.sass import reads_message
-
-    reads = foreign_reads(built.directory, src.path)  # what that compile read (#include, .incbin)
-    result.add_time("link checks", time.perf_counter() - t_link)
-    if reads:
-        result.add("source", "reads only the course and system headers", "fail", reads_message(reads) + " (in the build)")
-        return prep
     result.build_seconds = built.seconds
-    # the time this check waited for the build after the SASS checks (the build took built.seconds)
-    result.add_time("build" if not built.cached else "build (cached)", waited)
+    result.add_time("extension linked" if not built.cached else "extension (cached)", time.perf_counter() - t_build)
     if ex.learner_file == "template":
         _cache_hit_check(ex, template, built, result)
     # The kernels the call may launch: those the compiled SASS holds (what was built, however it is
@@ -145,12 +115,6 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
     prep.module_dir, prep.module_name = str(built.directory), built.name
     prep.kernels = sorted(compiled | set(built.kernels))
     return prep
-
-
-# Builds started before the SASS checks end (one process grades one submission at a time; class
-# grading runs several processes). Not daemon threads: a build cut off at exit would leave torch's
-# lock file in its folder, and the next build of that source would wait on it for ever.
-_BUILDS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="build")
 
 
 def _render(ex: Exercise, template: _build.Source, result: Result) -> _build.Source | None:
@@ -222,8 +186,9 @@ def _cache_hit_check(ex: Exercise, template: _build.Source, built, result: Resul
     """On a GPU, after the build: the same request again (render, hash, find the built module)
     must load from the cache, within ex.cache_hit_s."""
     t0 = time.perf_counter()
-    again = _build.build([_build.Source(f"{template.path} (rendered)", ex.render(template.text))],
-                         name=ex.id.replace(".", "_"), quiet=True, load=False)
+    rendered = _build.Source(f"{template.path} (rendered)", ex.render(template.text))
+    again = _build.build_checked(rendered, _build.compile_cubin(rendered, host_object=True).host_object,
+                                 ex.id.replace(".", "_"), quiet=True)
     seconds = time.perf_counter() - t0
     ok = again.cached and again.name == built.name and seconds < ex.cache_hit_s
     result.add("build", CACHE_HIT, "pass" if ok else "fail",
@@ -276,15 +241,14 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
             result.add("source", label, "fail", "; ".join(i.detail for i in scratch.failures)[:500])
             return None
         if toolchain.has_gpu():
-            try:
-                b = _build.build([dep_src], name=dep.id.replace(".", "_"), quiet=True, load=False)
+            try:  # compiled once, its object checked, then linked from it (as an exercise's own file)
+                report = _build.compile_cubin(dep_src, host_object=True)
+                if not link_checks(dep, dep_src, scratch, report):
+                    result.add("source", label, "fail", "; ".join(i.detail for i in scratch.failures)[:500])
+                    return None
+                b = _build.build_checked(dep_src, report.host_object, dep.id.replace(".", "_"))
             except _build.BuildError as e:
                 result.add("build", label, "fail", e.summary())
-                return None
-            objects = sorted(Path(b.directory).glob("*.cuda.o"))
-            if not objects or not all(link_checks(dep, dep_src, scratch, built_object=str(o)) for o in objects):
-                result.add("source", label, "fail", "; ".join(i.detail for i in scratch.failures)[:500] or
-                           f"the build left no object file to check in {b.directory}")
                 return None
             built[dep_id] = [str(b.directory), b.name]
         result.add("source", label, "pass", "its source checks pass" + ("; built" if dep_id in built else ""))
@@ -375,16 +339,18 @@ def seed_list(seeds: int, secret_seed: int | None) -> list:
 def check(exercise: str, source: str | Path | None = None, solutions: bool | None = None,
           seeds: int = config.PUBLIC_SEEDS, secret_seed: int | None = None, perf: bool = True,
           timeout: float | None = None, quiet: bool = False, sanitize: str | None = None,
-          sanitizers: tuple[str, ...] = ()) -> Result:
+          sanitizers: tuple[str, ...] = (), gate: str | None = None) -> Result:
     """Grade one exercise. `source` defaults to the learner's file under kernels/.
     `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead;
-    `sanitizers` runs them under these tools too, after a clean run (as class grading does)."""
+    `sanitizers` runs them under these tools too, after a clean run (as class grading does).
+    `gate`: the folder of the GPU's gate (check/gate.py) when other checks run beside this one on
+    its GPU (the self-test; default: $COURSE_GPU_GATE, config.GATE_ENV): each timing has it alone."""
     t0 = time.perf_counter()
     toolchain.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
-                      sanitizers=() if sanitize else tuple(sanitizers),
+                      sanitizers=() if sanitize else tuple(sanitizers), gate=gate or os.environ.get(config.GATE_ENV) or None,
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s)
     # The grading processes start now, beside the static checks and the build: their torch, CUDA
     # context and (for the launch check) profiler are ready by the time the module is. Not for a Python

@@ -117,16 +117,15 @@ PY_DENY_NAMES = {"open", "exec", "eval", "compile", "__import__", "globals", "lo
 LINK_CHECK = "host code (link check)"
 
 
-def link_checks(ex: Exercise, source: _build.Source, result: Result, report: _build.CompileReport | None = None,
-                built_object: str | None = None) -> bool:
+def link_checks(ex: Exercise, source: _build.Source, result: Result, report: _build.CompileReport | None = None) -> bool:
     """What the host code links to and runs, read from its object file, so that no spelling hides
     a call (grader/build/symbols.py): from libraries only launch, runtime and math functions; no
     code that runs when the module is loaded; no system-call instructions. False on any finding:
-    then nothing is built or run. `built_object`: the torch extension's own object, checked again
-    after the build (silently when clean), so that what runs is what was checked."""
+    then nothing is built or run. The extension is linked from this very object
+    (build.build_checked): what runs is what was checked."""
     from ..build import symbols
 
-    path = built_object or (report.host_object if report else "")
+    path = report.host_object if report else ""
     if not path:
         try:
             path = _build.compile_cubin(source, host_object=True).host_object
@@ -139,20 +138,18 @@ def link_checks(ex: Exercise, source: _build.Source, result: Result, report: _bu
         result.add("source", LINK_CHECK, "fail", f"cannot check what the host code links to: {e}")
         return False
     if found.ok:
-        if not built_object:
-            result.add("source", LINK_CHECK, "pass", f"links only to launch, runtime and math functions "
-                       f"({len(found.undefined)} symbols); no code at load time; no system calls")
+        result.add("source", LINK_CHECK, "pass", f"links only to launch, runtime and math functions "
+                   f"({len(found.undefined)} symbols); no code at load time; no system calls")
         return True
-    where = " (in the built extension)" if built_object else ""
     if found.load_time:
         result.add("source", "no code at load time", "fail",
-                   f"runs code when the module is loaded{where}: " + symbols.summary(found.load_time))
+                   "runs code when the module is loaded: " + symbols.summary(found.load_time))
     if found.syscalls:
         result.add("source", "no system calls", "fail",
-                   f"makes system calls directly{where}: " + symbols.summary(found.syscalls))
+                   "makes system calls directly: " + symbols.summary(found.syscalls))
     if found.calls:
         result.add("source", "links only to allowed functions", "fail",
-                   f"host code uses what a kernel file may not{where}: " + symbols.summary(found.calls))
+                   "host code uses what a kernel file may not: " + symbols.summary(found.calls))
     return False
 
 

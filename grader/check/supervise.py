@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import config, toolchain
 from ..spec import Exercise
 from . import sandbox
-from .gate import GpuGate, Supervised
+from .gate import GpuGate, Supervised, running_for
 from .result import Result
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
@@ -166,7 +166,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         if opts.sanitize:  # one cudaMalloc per tensor, so memcheck sees every overrun (the caching
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # allocator hides them inside its blocks)
         limit = opts.timeout or ex.timeout_s
-        timed_out = over_memory = unpaused = False
+        run_limit = run_limit_s(ex, opts)
+        timed_out = over_memory = unpaused = stuck = False
         with open(log, "ab") as logf:
             if not warm:  # (a warm process was isolated when it started)
                 prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
@@ -190,6 +191,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                     last = now
                     if now > deadline:
                         timed_out = True
+                    elif run_limit and running_for(tmp) > run_limit:
+                        timed_out = stuck = True
                     elif gate is not None and gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
                         timed_out = unpaused = True  # (graded again with the GPU alone: classroom)
                     elif opts.memory_limit_gb and time.monotonic() > next_rss:
@@ -227,8 +230,14 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         if unpaused:
             prep.timed_out = prep.unpaused = True
             result.add(group, running or "run", "fail",
-                       f"no pause within {config.GATE_PAUSE_LIMIT_S:.0f} s when another grading on this GPU "
-                       f"needed it alone: a kernel running that long (the grading process was stopped)")
+                       f"no result within {config.GATE_PAUSE_LIMIT_S:.0f} s from one run of this case while another "
+                       f"grading on this GPU waited to time: the kernel hangs or is far too slow (the grading "
+                       f"process was stopped)")
+        elif stuck:
+            prep.timed_out = True
+            result.add(group, running or "run", "fail",
+                       f"no result within {run_limit:.0f} s from one run of this case (one seed): the kernel "
+                       f"hangs or is far too slow (the grading process was stopped)")
         elif timed_out:
             prep.timed_out = True
             result.add(group, running or "run", "fail",
@@ -247,6 +256,16 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         if opts.sanitize and not timed_out:
             _sanitizer_report(opts.sanitize, log.read_text(errors="replace"), result)
         return done
+
+
+def run_limit_s(ex: Exercise, opts: RunOptions) -> float | None:
+    """How long one run of a case (one stretch of GPU work: gate.RUNNING) may take before its grading
+    process is stopped as hung: the exercise's limit, longer under compute-sanitizer, never past the
+    whole process's limit."""
+    if not ex.run_limit_s:
+        return None
+    limit = ex.run_limit_s * (config.SANITIZER_TIMEOUT_FACTOR if opts.sanitize else 1)
+    return min(limit, opts.timeout or ex.timeout_s)
 
 
 def _sanitizer_prefix(tool: str) -> list[str]:

@@ -491,10 +491,13 @@ def main(cfg: dict) -> int:
     for case in untimed:
         emit(event="start", name=case.label)
         result = None
+        slowest = 0.0  # its slowest run (one seed), against the limit on one run (config.RUN_LIMIT_S)
         for label, seed in seeds:
             try:
                 with gate.busy():
+                    t_run = time.perf_counter()
                     ok, msg, *_ = run_case(ex, mod, case, seed)
+                    slowest = max(slowest, time.perf_counter() - t_run)
             except Exception as e:
                 ok, msg = False, _short_error(e)
                 if not _cuda_alive():
@@ -506,7 +509,8 @@ def main(cfg: dict) -> int:
                 result = ("fail", f"seed {label}: {msg}")
                 break
             result = ("pass", msg)
-        emit(group="correctness", name=case.label, status=result[0], detail=result[1])
+        emit(group="correctness", name=case.label, status=result[0], detail=result[1],
+             metrics={"slowest_run_s": round(slowest, 4)})
         release_case_memory()
     if untimed:
         phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")

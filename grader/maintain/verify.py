@@ -12,9 +12,11 @@ notebook, and commit what they write under reports/.
   From Day 8 on the whole no longer fits one 10-minute command: `--no-notebooks`
   runs 1-2, `--notebooks-only` runs 3 into gpu-notebooks.md/.json/.log.
 `python -m grader verify --self-test --out DIR` (gpu-self-test.md/.json): the
-  grader tests itself: every known-wrong submission of tests/mutants (built in
-  parallel first) and the grader's other GPU tests (crash, hang, sanitizer), and
-  every solution's correctness over 20 seeds (no false failure allowed).
+  grader tests itself: every known-wrong submission of tests/mutants and the grader's
+  other GPU tests (crash, hang, sanitizer), side by side (pytest-xdist) on the GPU,
+  sharing its gate so that each timing has it alone, with the mutants built beside
+  them; and every solution's correctness over 20 seeds (no false failure allowed).
+  `--only` runs a part of it (days, exercises, `grader`).
 `python -m grader verify --class-benchmark N --out DIR` (class-grading.md/.json):
   a synthetic class of N submissions graded as an instructor would, timed.
 """
@@ -36,6 +38,8 @@ from pathlib import Path
 from .. import build, config, toolchain
 
 TARGET_COLD_S = 20.0
+SELF_TEST_BUDGET_S = 570.0  # a self-test ends its tests by then, so that its report is written within 10 min
+SELF_TEST_WORKERS_PER_GPU = 6  # the self-test's tests side by side on each GPU (pytest-xdist workers)
 TARGET_CACHED_S = 1.0
 GRADER_TESTS = "grader"  # in --only: the grader's own GPU tests (crash, hang, sanitizer, hostile, kinds)
 
@@ -228,7 +232,10 @@ def many_seeds(log, scope: Scope) -> list[dict]:
                       if i.name.startswith("compute-sanitizer")]
         log(f"{ex.id} solution over {config.FALSE_FAILURE_SEEDS} seeds: {'no false failure' if res.ok else 'FAILED'}")
         return {"exercise": ex.id, "cases": len(cases), "seeds": config.FALSE_FAILURE_SEEDS, "ok": res.ok,
-                "sanitizers": ", ".join(sanitizers) or "-", "first_failure": res.first_failure()[:300]}
+                "sanitizers": ", ".join(sanitizers) or "-", "first_failure": res.first_failure()[:300],
+                # its slowest single run of a case, against the limit that stops a hang (config.RUN_LIMIT_S)
+                "slowest_run_s": max((i.metrics.get("slowest_run_s", 0.0) for i in cases), default=0.0),
+                "run_limit_s": ex.run_limit_s}
 
     # Each check runs in processes of its own: four exercises at a time (nothing here is timed).
     with cf.ThreadPoolExecutor(max_workers=4) as pool:
@@ -277,16 +284,18 @@ import sys
 from pathlib import Path
 from grader import exercises
 from grader.check import prepare
-prep = prepare(exercises.get(sys.argv[1]), Path(sys.argv[2]), quiet=True)
-print(prep.result.first_failure()[:200])
+for exercise, path in zip(sys.argv[1::2], sys.argv[2::2]):
+    prepare(exercises.get(exercise), Path(path), quiet=True)
 """
 
 
-def _prepare_in_subprocess(job: tuple[str, str]) -> tuple[str, float, str]:
+def _prepare_in_subprocess(jobs: list[tuple[str, str]]) -> float:
+    """Mutants checked and built (prepare) in one process, one after another: its torch import
+    (seconds of a core) paid once for them all."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _PREPARE_SNIPPET, *job], capture_output=True, text=True,
-                          cwd=toolchain.ROOT, env=_env())
-    return job[1], time.perf_counter() - t0, (proc.stdout.strip() or proc.stderr.strip()[-300:])
+    subprocess.run([sys.executable, "-c", _PREPARE_SNIPPET, *(x for job in jobs for x in job)], capture_output=True,
+                   cwd=toolchain.ROOT, env=_env())
+    return time.perf_counter() - t0
 
 
 def _self_test_pytest_args(scope: Scope) -> list[str]:
@@ -326,23 +335,57 @@ def self_test_markdown(report: dict) -> str:
           f"Solutions over {config.FALSE_FAILURE_SEEDS} seeds (correctness only): "
           + (f"no false failure in any of the {len(ms)} exercises." if not bad else
              "FALSE FAILURES: " + "; ".join(f"{r['exercise']}: {r['first_failure']}" for r in bad)), "",
-          f"Mutants built in parallel first: {report['prepare_s']:.0f} s. "
-          f"{name}: exit {report['pytest'][name]['rc']} in {report['pytest'][name]['seconds']:.0f} s: "
+          f"Mutants built beside the tests, in {report['prepare_s']:.0f} s. "
+          f"{name} ({_workers(report)}): exit {report['pytest'][name]['rc']} in {report['pytest'][name]['seconds']:.0f} s: "
           f"`{report['pytest'][name]['summary']}`. Total {report['seconds']:.0f} s.", "",
           "| mutant | expected failure | outcome |", "|---|---|---|"]
     for r in mt["rows"]:
         m = mutants.get(r["mutant"])
         want = f"{m.group}: {m.reason}" if m else "-"
         md.append(f"| {r['mutant']} | {want} | {r['outcome'].replace('|', '/').replace(chr(10), ' ')} |")
-    md += ["", "| exercise | correctness cases | seeds | compute-sanitizer | no false failure |", "|---|---|---|---|---|"]
-    md += [f"| {r['exercise']} | {r['cases']} | {r['seeds']} | {r['sanitizers']} | "
+    md += ["", "The slowest run: the longest any one run of a case (one seed) took, beside the other checks of this "
+           "run; a run that takes longer than the limit is stopped as a hang.", "",
+           "| exercise | correctness cases | seeds | slowest run (limit) | compute-sanitizer | no false failure |",
+           "|---|---|---|---|---|---|"]
+    md += [f"| {r['exercise']} | {r['cases']} | {r['seeds']} | {_slowest(r)} | {r['sanitizers']} | "
            f"{'yes' if r['ok'] else 'NO: ' + r['first_failure']} |" for r in ms]
     return "\n".join(md) + "\n"
 
-def self_test(out: str | Path, only: list[str] | None = None) -> int:
+def _workers(report: dict) -> str:
+    n, gpus = report.get("workers", 1), report.get("gpus", 1)
+    where = f" on {gpus} GPUs" if gpus > 1 else ""
+    return ("one at a time" if n == 1 else
+            f"{n} side by side{where}, pytest-xdist, each timing with its GPU to itself") + ", the 20 seeds beside them"
+
+
+def _slowest(row: dict) -> str:
+    if "slowest_run_s" not in row:  # (a report from before the limit)
+        return "-"
+    limit = f"{row['run_limit_s']:.0f} s" if row.get("run_limit_s") else "none"
+    return f"{row['slowest_run_s']:.2f} s ({limit})"
+
+
+def _spread(gpus: str | None, per_gpu: int, cpus: int) -> tuple[list[str], int, list[str], dict]:
+    """The GPUs a run spreads its pytest workers over (`gpus`: "all", a count or indices, as class
+    grading's --gpus), how many workers, their pytest options and environment (spread.py): `per_gpu`
+    workers on each GPU, as many as half the cores allow, at least 2 on one GPU."""
+    from ..classroom.slots import resolve_gpus
+    from . import spread
+
+    devices = [d for d in resolve_gpus(gpus or "1") if d is not None] or ["0"]
+    if not _has_module("xdist"):
+        return devices[:1], 1, [], {}
+    workers = max(len(devices), min(per_gpu * len(devices), cpus // 2 - 2))
+    env = {spread.GPUS_ENV: ",".join(devices)} if len(devices) > 1 else {}
+    return devices, workers, ["-n", str(workers), "-p", "grader.maintain.spread"], env
+
+
+def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None = None) -> int:
     """The grader tests itself on the GPU: every mutant must get its expected verdict, the
     other GPU tests must pass, no solution may fail over 20 seeds. gpu-self-test.md/.json;
-    with `only` (days, exercises, `grader`) a part of it, into gpu-self-test-<only>.md/.json."""
+    with `only` (days, exercises, `grader`) a part of it, into gpu-self-test-<only>.md/.json.
+    `gpus`: the tests spread over these GPUs of the host (default: one)."""
+    from . import spread
     from .selftest import all_mutants, written_dir
 
     scope = Scope(only)
@@ -365,27 +408,46 @@ def self_test(out: str | Path, only: list[str] | None = None) -> int:
 
     report: dict = {"environment": _env_info(), "pytest": {}, "only": scope.only}
     log(json.dumps(report["environment"]))
-    # Build every mutant first, many at a time: the tests write each mutant to the same
-    # place (selftest.written_dir()) and find its build in the cache.
     first = _warm_up()
     log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
     mutants = {k: m for k, m in all_mutants().items() if scope.has(m.exercise)}
-    jobs = [(m.exercise, str(m.write(written_dir()))) for m in mutants.values()]
-    t_build = time.perf_counter()
-    with cf.ThreadPoolExecutor(max_workers=max(2, min(14, (os.cpu_count() or 4) - 2))) as pool:
-        prepared = list(pool.map(_prepare_in_subprocess, jobs))
-    report["prepare_s"] = time.perf_counter() - t_build
-    log(f"{len(prepared)} mutants checked statically and built in {report['prepare_s']:.0f} s")
     name = ("grader GPU tests (mutants, crash, hang, sanitizer)" if scope.grader_tests else
             "GPU tests of the mutants")
-    xdist = ["-n", str(max(6, (os.cpu_count() or 12) // 2))] if _has_module("xdist") else []
+    # The tests run side by side (pytest-xdist), and the solutions' 20 seeds beside them: the checks
+    # on a GPU share its gate (check/gate.py), so that each timing has the GPU to itself.
+    cpus = os.cpu_count() or 4
+    devices, report["workers"], xdist, spread_env = _spread(gpus, SELF_TEST_WORKERS_PER_GPU, cpus)
+    report["gpus"] = len(devices)
+    gates = tempfile.mkdtemp(prefix="gpu-gates-")
+    os.environ[config.GATE_ENV] = spread.gate_of(gates, devices[0])  # this process's checks: the first GPU
+    spread_env[spread.GATES_ENV] = gates
+    # (--dist loadgroup: the hostile submissions' tests share a canary folder and a port: one worker)
+    xdist += ["--dist", "loadgroup"] if xdist else []
     junit = Path(tempfile.mkdtemp(prefix="junit-")) / "gpu-tests.xml"
-    with cf.ThreadPoolExecutor(max_workers=1) as pool:
+    # Every mutant is built beside the tests, in their order, on the cores the tests leave: the tests write
+    # each mutant to the same place (selftest.written_dir()) and find its build in the cache (a test
+    # that gets there first builds it, and the builder waits for that build: one compile per source).
+    jobs = [(m.exercise, str(m.write(written_dir()))) for _, m in sorted(mutants.items())]
+    t_build = time.perf_counter()
+    builders = max(2, cpus - 2 - report["workers"])
+    builder = cf.ThreadPoolExecutor(max_workers=builders)
+    built = [builder.submit(_prepare_in_subprocess, jobs[i:i + 4]) for i in range(0, len(jobs), 4)]
+    builder.shutdown(wait=False)
+
+    def all_built() -> float:
+        cf.wait(built)
+        return time.perf_counter() - t_build
+
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
         seeds = pool.submit(many_seeds, log, scope)
+        done_building = pool.submit(all_built)
+        left = max(60, SELF_TEST_BUDGET_S - (time.perf_counter() - t0))  # the report is written in any case
         report["pytest"][name] = _pytest([*_self_test_pytest_args(scope), "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                                          f"--junitxml={junit}", *xdist], _env(),
-                                         out / f"{scope.stem('pytest-gpu-tests')}.log", 420)
+                                          f"--junitxml={junit}", *xdist], _env(**spread_env),
+                                         out / f"{scope.stem('pytest-gpu-tests')}.log", left)
         report["many_seeds"] = seeds.result()
+        report["prepare_s"] = done_building.result()
+    log(f"{len(jobs)} mutants checked statically and built in {report['prepare_s']:.0f} s, beside the tests")
     report["mutants"] = _mutant_tally(junit)
     report["seconds"] = time.perf_counter() - t0
     mt = report["mutants"]
@@ -404,10 +466,15 @@ def self_test(out: str | Path, only: list[str] | None = None) -> int:
 def _pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
     t0 = time.perf_counter()
     with open(log_path, "w") as f:
+        # a session of its own: at the time limit the whole of it goes (xdist's workers and their
+        # grading processes too), not only pytest's first process
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=toolchain.ROOT, env=env, stdout=f,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            rc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=toolchain.ROOT, env=env, stdout=f,
-                                stderr=subprocess.STDOUT, timeout=timeout).returncode
+            rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
             rc = "timeout"
     tail = log_path.read_text(errors="replace").strip().splitlines()
     return {"rc": rc, "seconds": time.perf_counter() - t0, "summary": tail[-1] if tail else ""}
@@ -808,11 +875,12 @@ def class_report(out: str | Path) -> str:
 
 
 def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: list[str] | None = None,
-           notebook_timeout: int = 330) -> int:
+           notebook_timeout: int = 330, gpus: str | None = None) -> int:
     """Builds, every solution and stub graded, then the notebooks: gpu-verification.md/.json.
     With the course's days no longer fitting one 10-minute command, the two halves also run
     apart: `grading=False` runs only the notebooks, into gpu-notebooks.md/.json. `only` (days
-    or exercises) verifies a part of the course, into gpu-verification-<only>.md/.json."""
+    or exercises) verifies a part of the course, into gpu-verification-<only>.md/.json. `gpus`: the
+    notebooks run side by side, one on each of these GPUs of the host at a time (default: one)."""
     out = Path(out)
     scope = Scope(only)
     if scope.check():
@@ -861,8 +929,14 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
         books = ["notebooks"] if scope.everything else [
             str(p.relative_to(toolchain.ROOT)) for p in sorted((toolchain.ROOT / "notebooks").glob("day*.ipynb"))
             if scope.has_day(p.name[:5])]
-        report["pytest"][name] = _pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts="],
-                                         _env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements)),
+        # one notebook per GPU at a time (its cells in order in one kernel: --dist loadfile), so that what
+        # it measures has its GPU to itself
+        devices, workers, xdist, spread_env = _spread(gpus, 1, os.cpu_count() or 4)
+        report["notebook_gpus"] = len(devices)
+        xdist = [*xdist, "--dist", "loadfile"] if workers > 1 else []
+        report["pytest"][name] = _pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *xdist],
+                                         _env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements),
+                                              **spread_env),
                                          out / "pytest-notebooks.log", notebook_timeout)
         log(f"notebooks: {report['pytest'][name]['summary']}")
         if measurements.exists():
