@@ -296,3 +296,33 @@ def test_one_run_of_a_case_that_never_returns_is_stopped_at_the_run_limit(tmp_pa
     assert run_limit_s(ex, dataclasses.replace(opts, sanitize="memcheck")) == 4.0
     assert run_limit_s(ex, dataclasses.replace(opts, timeout=0.5)) == 0.5
     assert run_limit_s(exercises.get("day14.decoder"), opts) is None
+
+
+def test_the_shared_memory_poison_assembles_for_sm90():
+    """The kernel that fills shared memory with NaN before each graded call (check/poison.py) is PTX
+    the driver compiles in the grading process: it must assemble for sm_90, into 16-byte stores."""
+    import subprocess
+
+    from grader.check import poison
+
+    home = toolchain.cuda_home()
+    ptxas = home / "bin" / "ptxas" if home else None
+    if not ptxas or not ptxas.exists():
+        pytest.skip("no ptxas here (the CUDA toolkit)")
+    out = subprocess.run([str(ptxas), "-arch=sm_90", "-o", "/dev/null", "-"], input=poison._PTX, text=True,
+                         capture_output=True)
+    assert out.returncode == 0, out.stderr
+    assert f"{poison.PATTERN:#x}" in poison._PTX.lower() and "st.shared.v4.u32" in poison._PTX
+
+
+@gpu
+def test_a_read_of_shared_memory_never_written_fails_every_time(tmp_path):
+    """What shared memory holds before a kernel writes it depends on what ran before (zeros after
+    another process's context): the grader fills it with NaN before each call, so such a read fails."""
+    text = SOLUTION.read_text().replace(
+        "out[i] = alpha * x[i] + y[i];  // one FFMA per 12 bytes moved",
+        "__shared__ float never_written[1024];\n"
+        "    out[i] = alpha * x[i] + y[i] + 0.0f * never_written[threadIdx.x % 1024];")
+    result = check("day01.scale_add", source=_submit(tmp_path, text), perf=False, seeds=1)
+    assert not result.ok and "differ" in result.first_failure(), str(result)
+    assert not [i for i in result.items if i.name == "shared memory filled with NaN before each call"], str(result)

@@ -83,12 +83,22 @@ def run_case(ex, mod, case, seed):
     before = {k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)}
     expected = ex.reference(p, inputs)  # computed before the kernel can touch the inputs
     outputs = _fresh_outputs(ex, p, inputs)
+    _poison_shared_memory()
     ex.call(mod, p, inputs, outputs)
     torch.cuda.synchronize()
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if ok and ex.repeatable:
         ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg)
     return ok, msg, outputs, inputs, expected, before
+
+
+_SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
+
+
+def _poison_shared_memory() -> None:
+    """Every SM's shared memory filled with NaN right before a graded call (check/poison.py)."""
+    if _SHARED_POISON is not None:
+        _SHARED_POISON.poison()
 
 
 def _repeatable(ex, mod, p, inputs, before, outputs, msg):
@@ -101,6 +111,7 @@ def _repeatable(ex, mod, p, inputs, before, outputs, msg):
     for name, b in before.items():
         inputs[name].copy_(b)
     again = _fresh_outputs(ex, p, inputs)
+    _poison_shared_memory()
     ex.call(mod, p, inputs, again)
     torch.cuda.synchronize()
     for name, t in first.items():
@@ -112,6 +123,7 @@ def _repeatable(ex, mod, p, inputs, before, outputs, msg):
 
 
 STREAM_CASE = "on a non-default CUDA stream"
+POISON_ROW = "shared memory filled with NaN before each call"
 STREAM_BUSY_CYCLES = 200_000_000  # ~0.1 s of GPU clock: the side stream is busy while the kernel is queued
 
 
@@ -456,6 +468,16 @@ def main(cfg: dict) -> int:
     except Exception as e:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
+    global _SHARED_POISON
+    # (not under compute-sanitizer, which checks the learner's accesses itself and would instrument it)
+    if torch.cuda.is_available() and not cfg.get("cpu_only") and not cfg.get("max_case_bytes"):
+        from .poison import SharedMemoryPoison
+
+        _SHARED_POISON = SharedMemoryPoison()
+        if _SHARED_POISON.why_not:
+            emit(group="work", name=POISON_ROW, status="skip",
+                 detail=f"skipped: could not fill shared memory with NaN before each call here ({_SHARED_POISON.why_not}): "
+                        "a read of shared memory the kernel never wrote may go unseen")
     emit(event="ready", t=time.time())
     # What exists now (torch, the module) lives as long as the process: frozen, out of the collector's
     # way, so that the collection after each case looks at that case's objects alone (34 ms -> ~0).

@@ -1,0 +1,97 @@
+"""Shared memory filled with NaN before each graded call, so that a kernel reading shared memory it
+never wrote (a tail chunk not zero-filled, a buffer read before its first store) gets garbage, every time.
+
+Without it, what such a read sees depends on what ran before: often the same kernel's own earlier
+values (right by accident), and zeros after the GPU switched to another process's context (NVIDIA
+GPUs clear shared memory between contexts), which is what a kernel that forgot to zero-fill wanted.
+Seen in the self-test: with several gradings sharing a GPU, a cp.async GEMM that skipped its
+zero-fill of the K tail passed every case.
+
+The kernel is PTX, loaded through the CUDA driver (ctypes on libcuda: the driver compiles it once per
+process, no nvcc needed in the grading process) and launched on the current stream right before the
+learner's call: one 1024-thread block per SM (or more), each with the most dynamic shared memory a
+block may have, writing 0x7fff7fff (NaN as fp32, as fp16 and as bf16) over all of it.
+"""
+from __future__ import annotations
+
+import ctypes
+
+PATTERN = 0x7FFF7FFF
+_PTX = r"""
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .shared .align 16 .b8 course_poison_smem[];
+.visible .entry course_poison_shared(.param .u32 course_poison_bytes)
+{
+  .reg .pred %p;
+  .reg .b32 %r<6>;
+  ld.param.u32 %r1, [course_poison_bytes];
+  mov.u32 %r2, %tid.x;
+  shl.b32 %r2, %r2, 4;
+  mov.u32 %r3, course_poison_smem;
+  mov.u32 %r4, 0x7fff7fff;
+LOOP:
+  setp.ge.u32 %p, %r2, %r1;
+  @%p bra DONE;
+  add.u32 %r5, %r3, %r2;
+  st.shared.v4.u32 [%r5], {%r4, %r4, %r4, %r4};
+  add.u32 %r2, %r2, 16384;
+  bra LOOP;
+DONE:
+  ret;
+}
+"""
+THREADS = 1024
+# CUDA driver enums
+_ATTR_MAX_SHARED_OPTIN = 97            # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+_ATTR_SMS = 16                         # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+_FUNC_MAX_DYNAMIC_SHARED = 8           # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_FUNC_CARVEOUT = 9                     # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+
+
+class SharedMemoryPoison:
+    """`poison(stream)` before a call; `why_not` says why it cannot run here (then it does nothing)."""
+
+    def __init__(self):
+        self.why_not: str | None = None
+        self._fn = None
+        try:
+            self._setup()
+        except Exception as e:  # (a driver without these calls, a PTX the driver refuses)
+            self.why_not = f"{type(e).__name__}: {e}"
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            name = ctypes.c_char_p()
+            self._lib.cuGetErrorName(rc, ctypes.byref(name))
+            raise RuntimeError(f"{what} failed: {name.value.decode() if name.value else rc}")
+
+    def _setup(self) -> None:
+        import torch
+
+        torch.zeros(1, device="cuda")  # torch's context made and current in this thread
+        lib = self._lib = ctypes.CDLL("libcuda.so.1")
+        dev = ctypes.c_int()
+        self._check(lib.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice (torch's context)")
+        optin, sms = ctypes.c_int(), ctypes.c_int()
+        self._check(lib.cuDeviceGetAttribute(ctypes.byref(optin), _ATTR_MAX_SHARED_OPTIN, dev), "cuDeviceGetAttribute")
+        self._check(lib.cuDeviceGetAttribute(ctypes.byref(sms), _ATTR_SMS, dev), "cuDeviceGetAttribute")
+        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        self._check(lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(_PTX.encode())), "cuModuleLoadData")
+        self._check(lib.cuModuleGetFunction(ctypes.byref(fn), module, b"course_poison_shared"), "cuModuleGetFunction")
+        self._check(lib.cuFuncSetAttribute(fn, _FUNC_MAX_DYNAMIC_SHARED, optin), "cuFuncSetAttribute")
+        self._check(lib.cuFuncSetAttribute(fn, _FUNC_CARVEOUT, 100), "cuFuncSetAttribute")
+        self._fn, self.bytes, self.blocks = fn, optin.value, 2 * sms.value
+        self._arg = ctypes.c_uint32(self.bytes)
+        self._params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(self._arg), ctypes.c_void_p))
+        self._torch = torch
+
+    def poison(self, stream=None) -> None:
+        """Every SM's shared memory set to the pattern, on `stream` (default: torch's current one),
+        before what is queued there next."""
+        if self._fn is None:
+            return
+        handle = (stream or self._torch.cuda.current_stream()).cuda_stream
+        self._check(self._lib.cuLaunchKernel(self._fn, self.blocks, 1, 1, THREADS, 1, 1, self.bytes,
+                                             ctypes.c_void_p(handle), self._params, None), "cuLaunchKernel")
