@@ -33,11 +33,13 @@ CLASS_SANITIZERS = ("memcheck", "racecheck")
 # (the SASS checks refuse it), so no learner kernel escapes the check.
 SANITIZER_SKIP_KERNELS = ("native", "at_cuda_detail")
 
-# One run of a case (one seed: inputs, reference, the call, the comparison) that has not returned after
-# this long is a hang: its grading process is stopped there, instead of at the whole check's time limit
-# (under compute-sanitizer, SANITIZER_TIMEOUT_FACTOR times this). A right answer's slowest such run is
+# One call of the learner's code (the entry point, until its kernels have finished) that has not returned
+# after this long is a hang: its grading process is stopped there, instead of at the whole check's time
+# limit (under compute-sanitizer, SANITIZER_TIMEOUT_FACTOR times this). A right answer's slowest call is
 # far below it (the self-test's report lists each solution's slowest, over 20 seeds). An exercise whose
-# cases run longer sets its own (spec.Exercise.run_limit_s).
+# calls may run longer sets its own (spec.Exercise.run_limit_s). The grader's own work in a case (inputs,
+# reference, comparison) is not counted: a statistical test over a 256k vocabulary took over 10 s on a
+# host grading 24 checks at once.
 RUN_LIMIT_S = 10.0
 # A folder set in this variable is the gate (check/gate.py) of every check() in processes that see it,
 # when not given one: the self-test runs its checks side by side on one GPU, each timing with it alone.

@@ -202,7 +202,7 @@ class Exercise:
     inplace: tuple[str, ...] = ()                       # inputs the kernel updates in place (also outputs)
     notebook: str = ""                                  # the notebook that teaches it
     timeout_s: float = config.CHECK_TIMEOUT_S
-    # one run of a case (one seed) that takes longer is a hang (config.RUN_LIMIT_S); None: no such limit
+    # one call of the learner's code that takes longer is a hang (config.RUN_LIMIT_S); None: no such limit
     run_limit_s: float | None = config.RUN_LIMIT_S
     learner_file: str = "cu"                            # a key of LEARNER_FILES
     # template exercises: the learner's template text -> the .cu source that is built and graded

@@ -261,10 +261,10 @@ def test_the_sass_checks_need_no_torch_import_and_the_mode_is_known_at_the_end(t
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_one_run_of_a_case_that_never_returns_is_stopped_at_the_run_limit(tmp_path):
-    """A hang is stopped when one run of a case (one stretch of GPU work, gate.RUNNING) passes the
-    exercise's run limit, not at the whole check's limit: here a process that enters a stretch and
-    never leaves it, stopped after about 1 s of a 120 s limit, with the reason on the case it was in."""
+def test_a_call_that_never_returns_is_stopped_at_the_run_limit(tmp_path):
+    """A hang is stopped when one call of the learner's code (gate.CALLING) passes the exercise's run
+    limit, not at the whole check's limit: here a process that enters a call and never leaves it,
+    stopped after about 1 s of a 120 s limit, with the reason on the case it was in."""
     import dataclasses
     import subprocess
     import sys
@@ -278,9 +278,9 @@ def test_one_run_of_a_case_that_never_returns_is_stopped_at_the_run_limit(tmp_pa
     code = ("import json, time\nfrom grader.check.gate import WorkerGate\n"
             "f = open('results.jsonl', 'a')\n"
             "f.write(json.dumps({'event': 'start', 'name': 'fp32 n=1'}) + '\\n'); f.flush()\n"
-            "with WorkerGate('.', False).busy():\n    time.sleep(120)\n")
+            "with WorkerGate('.', False).calling():\n    time.sleep(120)\n")
 
-    class Stuck:  # a grading process already started (as supervise.WarmWorker), here in a stretch for ever
+    class Stuck:  # a grading process already started (as supervise.WarmWorker), here in a call for ever
         tmp = tmp_path
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=toolchain.subprocess_env())
 
@@ -291,7 +291,7 @@ def test_one_run_of_a_case_that_never_returns_is_stopped_at_the_run_limit(tmp_pa
     assert time.monotonic() - t0 < 30 and Stuck.proc.poll() is not None
     (item,) = prep.result.failures
     assert (item.group, item.name) == ("correctness", "fp32 n=1") and prep.timed_out
-    assert "no result within 1 s from one run of this case" in item.detail
+    assert "no result within 1 s from one call of your code" in item.detail
     # longer under compute-sanitizer, never past the whole process's limit; none for an exercise without one
     assert run_limit_s(ex, dataclasses.replace(opts, sanitize="memcheck")) == 4.0
     assert run_limit_s(ex, dataclasses.replace(opts, timeout=0.5)) == 0.5

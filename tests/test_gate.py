@@ -166,17 +166,20 @@ def test_a_process_that_does_not_pause_in_time_is_said_unresponsive_once_it_list
     timing.close()
 
 
-def test_a_stretch_of_gpu_work_is_written_down_for_its_supervisor_gate_or_not(tmp_path):
-    """The supervisor stops a run that never ends (config.RUN_LIMIT_S): it reads how long the process
-    has been inside its current stretch, with or without a gate, and 0 between stretches."""
-    from grader.check.gate import running_for
+def test_a_call_of_the_learners_code_is_written_down_for_its_supervisor_gate_or_not(tmp_path):
+    """The supervisor stops a call that never returns (config.RUN_LIMIT_S): it reads how long the process
+    has been inside the learner's current call, with or without a gate, and 0 between calls; the worker
+    keeps the slowest call for the case's result."""
+    from grader.check.gate import calling_for
 
     for enabled in (False, True):
         folder = tmp_path / str(enabled)
         folder.mkdir()
         worker = WorkerGate(folder, enabled)
-        assert running_for(folder) == 0.0
+        assert calling_for(folder) == 0.0
         with worker.busy():
-            time.sleep(0.2)
-            assert 0.15 < running_for(folder) < 5
-        assert running_for(folder) == 0.0
+            assert calling_for(folder) == 0.0  # the grader's own work in a case (inputs, reference) is not a call
+            with worker.calling():
+                time.sleep(0.2)
+                assert 0.15 < calling_for(folder) < 5
+        assert calling_for(folder) == 0.0 and 0.15 < worker.slowest_call < 5

@@ -34,9 +34,9 @@ from pathlib import Path
 
 PAUSE, PAUSED, WANT, GRANTED = "gate-pause", "gate-paused", "gate-want", "gate-granted"
 LISTENING = "gate-listening"  # the grading process answers pauses from now on (it has started)
-# The grading process is inside one stretch of GPU work since the time written (gate or not): its
-# supervisor stops a stretch that lasts too long (a hang: config.RUN_LIMIT_S, supervise.run_worker).
-RUNNING = "run-started"
+# The grading process is inside a call of the learner's code since the time written (gate or not): its
+# supervisor stops a call that lasts too long (a hang: config.RUN_LIMIT_S, supervise.run_worker).
+CALLING = "call-started"
 POLL_S = 0.003
 
 
@@ -240,6 +240,7 @@ class WorkerGate:
     def __init__(self, folder: str | Path, enabled: bool):
         self.folder, self.enabled = Path(folder), enabled
         self._busy = False
+        self.slowest_call = 0.0
         if enabled:
             threading.Thread(target=self._acknowledge, daemon=True).start()
             _write(self.folder / LISTENING, "1")
@@ -257,14 +258,9 @@ class WorkerGate:
     @contextlib.contextmanager
     def busy(self):
         """A stretch of GPU work (one run of a case: inputs, reference, the call, the comparison): it
-        starts only when no timing runs, and the GPU is idle again when it ends. Gate or not, its start
-        is written down (RUNNING) for the supervisor, which stops a stretch that never ends."""
+        starts only when no timing runs, and the GPU is idle again when it ends."""
         if not self.enabled:
-            _write(self.folder / RUNNING, repr(time.time()))
-            try:
-                yield
-            finally:
-                _unlink(self.folder / RUNNING)
+            yield
             return
         while True:
             self._busy = True
@@ -273,13 +269,24 @@ class WorkerGate:
             self._busy = False
             while (self.folder / PAUSE).exists():
                 time.sleep(POLL_S)
-        _write(self.folder / RUNNING, repr(time.time()))
         try:
             yield
         finally:
             _synchronize()
-            _unlink(self.folder / RUNNING)
             self._busy = False
+
+    @contextlib.contextmanager
+    def calling(self):
+        """A call of the learner's code, until its kernels have finished (the caller synchronizes):
+        gate or not, its start is written down (CALLING) for the supervisor, which stops a call that
+        never returns; `slowest_call` keeps the longest since it was last reset."""
+        _write(self.folder / CALLING, repr(time.time()))
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.slowest_call = max(self.slowest_call, time.perf_counter() - t0)
+            _unlink(self.folder / CALLING)
 
     @contextlib.contextmanager
     def exclusive(self):
@@ -300,10 +307,10 @@ class WorkerGate:
             _unlink(self.folder / WANT)
 
 
-def running_for(folder: str | Path) -> float:
-    """How long the grading process in `folder` has been inside its current stretch of GPU work
-    (WorkerGate.busy); 0 between stretches."""
-    text = _read(Path(folder) / RUNNING)
+def calling_for(folder: str | Path) -> float:
+    """How long the grading process in `folder` has been inside its current call of the learner's code
+    (WorkerGate.calling); 0 between calls."""
+    text = _read(Path(folder) / CALLING)
     try:
         return max(0.0, time.time() - float(text)) if text else 0.0
     except ValueError:

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import config, toolchain
 from ..spec import Exercise
 from . import sandbox
-from .gate import GpuGate, Supervised, running_for
+from .gate import GpuGate, Supervised, calling_for
 from .result import Result
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
@@ -191,7 +191,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                     last = now
                     if now > deadline:
                         timed_out = True
-                    elif run_limit and running_for(tmp) > run_limit:
+                    elif run_limit and calling_for(tmp) > run_limit:
                         timed_out = stuck = True
                     elif gate is not None and gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
                         timed_out = unpaused = True  # (graded again with the GPU alone: classroom)
@@ -236,8 +236,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         elif stuck:
             prep.timed_out = True
             result.add(group, running or "run", "fail",
-                       f"no result within {run_limit:.0f} s from one run of this case (one seed): the kernel "
-                       f"hangs or is far too slow (the grading process was stopped)")
+                       f"no result within {run_limit:.0f} s from one call of your code (one seed of this case): "
+                       f"the kernel hangs or is far too slow (the grading process was stopped)")
         elif timed_out:
             prep.timed_out = True
             result.add(group, running or "run", "fail",
@@ -259,9 +259,9 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
 
 
 def run_limit_s(ex: Exercise, opts: RunOptions) -> float | None:
-    """How long one run of a case (one stretch of GPU work: gate.RUNNING) may take before its grading
-    process is stopped as hung: the exercise's limit, longer under compute-sanitizer, never past the
-    whole process's limit."""
+    """How long one call of the learner's code (until its kernels finish: gate.CALLING) may take before
+    its grading process is stopped as hung: the exercise's limit, longer under compute-sanitizer, never
+    past the whole process's limit."""
     if not ex.run_limit_s:
         return None
     limit = ex.run_limit_s * (config.SANITIZER_TIMEOUT_FACTOR if opts.sanitize else 1)

@@ -10,6 +10,7 @@ knows which case was running.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -84,8 +85,9 @@ def run_case(ex, mod, case, seed):
     expected = ex.reference(p, inputs)  # computed before the kernel can touch the inputs
     outputs = _fresh_outputs(ex, p, inputs)
     _poison_shared_memory()
-    ex.call(mod, p, inputs, outputs)
-    torch.cuda.synchronize()
+    with _calling():
+        ex.call(mod, p, inputs, outputs)
+        torch.cuda.synchronize()
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if ok and ex.repeatable:
         ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg)
@@ -93,6 +95,14 @@ def run_case(ex, mod, case, seed):
 
 
 _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
+_GATE = None  # this process's gate.WorkerGate (main): a call of the learner's code is written down there
+
+
+def _calling():
+    """Around a call of the learner's code, until its kernels finish: its supervisor stops one that
+    never returns (config.RUN_LIMIT_S)."""
+    return _GATE.calling() if _GATE is not None else contextlib.nullcontext()
+
 
 
 def _poison_shared_memory() -> None:
@@ -112,8 +122,9 @@ def _repeatable(ex, mod, p, inputs, before, outputs, msg):
         inputs[name].copy_(b)
     again = _fresh_outputs(ex, p, inputs)
     _poison_shared_memory()
-    ex.call(mod, p, inputs, again)
-    torch.cuda.synchronize()
+    with _calling():
+        ex.call(mod, p, inputs, again)
+        torch.cuda.synchronize()
     for name, t in first.items():
         c = compare(name, again[name], t, 0.0, 0.0)
         if not c.ok:
@@ -147,8 +158,9 @@ def run_on_side_stream(ex, mod, case, seed):
         torch.cuda._sleep(STREAM_BUSY_CYCLES)
         for name, b in before.items():
             inputs[name].copy_(b)
-        ex.call(mod, p, inputs, outputs)
-    torch.cuda.synchronize()
+        with _calling():
+            ex.call(mod, p, inputs, outputs)
+            torch.cuda.synchronize()
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if not ok:
         msg = ("the inputs were written on a busy non-default stream just before the call, and the results "
@@ -484,7 +496,8 @@ def main(cfg: dict) -> int:
     gc.collect()
     gc.freeze()
     # Class grading's lanes share a GPU: each case between pauses, the timing with the GPU alone (gate.py).
-    gate = WorkerGate(os.path.dirname(os.path.abspath(cfg["results"])), bool(cfg.get("gate")))
+    global _GATE
+    gate = _GATE = WorkerGate(os.path.dirname(os.path.abspath(cfg["results"])), bool(cfg.get("gate")))
     if ex.module_checks is not None:
         emit(event="start", name="module checks")
         try:
@@ -513,13 +526,11 @@ def main(cfg: dict) -> int:
     for case in untimed:
         emit(event="start", name=case.label)
         result = None
-        slowest = 0.0  # its slowest run (one seed), against the limit on one run (config.RUN_LIMIT_S)
+        gate.slowest_call = 0.0  # this case's slowest call, against the limit on one (config.RUN_LIMIT_S)
         for label, seed in seeds:
             try:
                 with gate.busy():
-                    t_run = time.perf_counter()
                     ok, msg, *_ = run_case(ex, mod, case, seed)
-                    slowest = max(slowest, time.perf_counter() - t_run)
             except Exception as e:
                 ok, msg = False, _short_error(e)
                 if not _cuda_alive():
@@ -532,7 +543,7 @@ def main(cfg: dict) -> int:
                 break
             result = ("pass", msg)
         emit(group="correctness", name=case.label, status=result[0], detail=result[1],
-             metrics={"slowest_run_s": round(slowest, 4)})
+             metrics={"slowest_call_s": round(gate.slowest_call, 4)})
         release_case_memory()
     if untimed:
         phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
