@@ -216,6 +216,11 @@ class Exercise:
     # True when the same inputs (for samplers: the same seed and offset) must give bit-identical
     # outputs; the worker calls twice and compares.
     repeatable: bool = False
+    # True: every SM's shared memory is filled with NaN before each untimed call (check/poison.py), so
+    # that a read of shared memory the kernel never wrote fails every time. Opt-in per exercise until
+    # the timed runs that follow the untimed cases are measured with it for every exercise (the poison
+    # asks for the largest shared-memory carveout, which a later kernel may keep).
+    poison_shared_memory: bool = False
     # Python-module exercises: the exercises whose learner files the module builds on (their kernels,
     # built and handed to `call` as `submission.kernels`, by exercise id; `submission.module` is the
     # module), and checks of the module that run in the isolated worker before the cases, on the CPU

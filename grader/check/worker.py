@@ -74,8 +74,9 @@ def load_submission(ex, cfg):
     return build.load_built(cfg["module_dir"], cfg["module_name"])
 
 
-def run_case(ex, mod, case, seed):
-    """One correctness run. Returns (ok, message, outputs, inputs, expected, before)."""
+def run_case(ex, mod, case, seed, poison: bool = True):
+    """One correctness run (after `poison`ing shared memory where the exercise asks: not before a
+    timing). Returns (ok, message, outputs, inputs, expected, before)."""
     import torch
 
     p = case.params
@@ -84,13 +85,14 @@ def run_case(ex, mod, case, seed):
     before = {k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)}
     expected = ex.reference(p, inputs)  # computed before the kernel can touch the inputs
     outputs = _fresh_outputs(ex, p, inputs)
-    _poison_shared_memory()
+    if poison:
+        _poison_shared_memory()
     with _calling():
         ex.call(mod, p, inputs, outputs)
         torch.cuda.synchronize()
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if ok and ex.repeatable:
-        ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg)
+        ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg, poison)
     return ok, msg, outputs, inputs, expected, before
 
 
@@ -111,7 +113,7 @@ def _poison_shared_memory() -> None:
         _SHARED_POISON.poison()
 
 
-def _repeatable(ex, mod, p, inputs, before, outputs, msg):
+def _repeatable(ex, mod, p, inputs, before, outputs, msg, poison=True):
     """The same inputs (a sampler's seed and offset among them) must give the same outputs."""
     import torch
 
@@ -121,7 +123,8 @@ def _repeatable(ex, mod, p, inputs, before, outputs, msg):
     for name, b in before.items():
         inputs[name].copy_(b)
     again = _fresh_outputs(ex, p, inputs)
-    _poison_shared_memory()
+    if poison:
+        _poison_shared_memory()
     with _calling():
         ex.call(mod, p, inputs, again)
         torch.cuda.synchronize()
@@ -322,7 +325,7 @@ def measure(ex, mod, case, flusher, calibrated=None) -> tuple[str, str, dict]:
 
     t = ex.target
     p = case.params
-    ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, config.PROFILE_SEED)
+    ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, config.PROFILE_SEED, poison=False)
     if not ok:
         return "fail", "not timed, results are wrong: " + msg, {"valid": False}
     nbytes = int(t.bytes(p))
@@ -482,7 +485,7 @@ def main(cfg: dict) -> int:
         return 1
     global _SHARED_POISON
     # (not under compute-sanitizer, which checks the learner's accesses itself and would instrument it)
-    if torch.cuda.is_available() and not cfg.get("cpu_only") and not cfg.get("max_case_bytes"):
+    if ex.poison_shared_memory and torch.cuda.is_available() and not cfg.get("cpu_only") and not cfg.get("max_case_bytes"):
         from .poison import SharedMemoryPoison
 
         _SHARED_POISON = SharedMemoryPoison()
