@@ -526,7 +526,7 @@ def _env_info() -> dict:
     p = torch.cuda.get_device_properties(0)
     try:
         driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True).stdout.strip()
+                                capture_output=True, text=True).stdout.strip().split("\n")[0]  # (a line per GPU)
     except OSError:
         driver = "unknown"
     from ..bench import theoretical_bandwidth
