@@ -1,4 +1,5 @@
-"""The GPU verification runs, three of them, each fitting one 10-minute command.
+"""The GPU verification runs, three of them, each meant to fit one 10-minute command (the whole
+self-test does on a host with four GPUs, `--gpus all`; on one GPU it runs in parts, `--only`).
 
 Run on the GPU machine every session that touches kernels, the grader or a
 notebook, and commit what they write under reports/.
