@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -300,3 +301,21 @@ def test_lanes_below_one_are_refused_before_anything_starts(klass):
     said = []
     assert grade_class(subs, tmp_path / "none", only=[EXERCISE], lanes=0, echo=said.append) == 2
     assert said == ["--lanes 0: at least 1"] and not (tmp_path / "none").exists()
+
+
+def test_a_built_submission_travels_to_a_ray_task_whole(tmp_path):
+    """The driver ships the built extension in the task: its library is named after the binding, not
+    after the build, and must travel (else the node has nothing to load)."""
+    from grader.build import build_checked, compile_cubin
+    from grader.check import Prepared, Result
+    from grader.classroom.ray_backend import _module_on_node, _module_payload
+
+    src = toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+    built = build_checked(src, compile_cubin(src, host_object=True).host_object, "day01_scale_add")
+    prep = Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu"), module_dir=str(built.directory),
+                    module_name=built.name)
+    payload = _module_payload(prep)
+    assert list(payload["files"]) == [built.library.name]
+    (tmp_path / "node").mkdir()
+    on_node = Path(_module_on_node(tmp_path / "node", payload))
+    assert (on_node / built.library.name).read_bytes() == built.library.read_bytes()
