@@ -84,7 +84,9 @@ EXERCISES = [
         title="Skinny GEMM through a cp.async pipeline",
         summary="y = x @ weight.T for M = 1..16 tokens (decode), fp16 and bf16, fp32 accumulation rounded once. "
                 "The weight is streamed through a ring of shared-memory stages filled with cp.async (16-byte "
-                "copies, zero-filled past the edges), so that several tiles are always in flight.",
+                "copies, zero-filled past the edges), so that several tiles are always in flight. Before each "
+                "call the grader fills shared memory with NaN: a chunk past K that is skipped instead of "
+                "zero-filled shows every time.",
         entry_points=[
             "cudaError_t skinny_gemm_fp16(__half* y, const __half* x, const __half* weight, int64_t M, int64_t N, "
             "int64_t K, cudaStream_t stream)",
