@@ -192,16 +192,7 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     (part of the cache key), e.g. DAY_FLAGS."""
     sources = _as_sources(files)
     what = name if len(sources) > 1 else sources[0].path
-    exports: list[Export] = []
-    kernels: list[str] = []
-    for s in sources:
-        try:
-            exports += parse_exports(s.text, s.path)
-        except ValueError as e:
-            raise BuildError(what, str(e)) from None
-        kernels += global_kernel_names(s.text)
-    if not exports:
-        raise BuildError(what, "no entry point: mark the host function Python calls with COURSE_EXPORT")
+    exports, kernels = _entry_points(sources, what)
 
     t_start = time.perf_counter()  # hashing + loading or building, what a cached "build" costs
     toolchain.cuda_home()
@@ -234,21 +225,35 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     return built
 
 
-def build_checked(source, host_object: str | Path, name: str, quiet: bool = True) -> Built:
+def _entry_points(sources, what: str) -> tuple[list[Export], list[str]]:
+    """The sources' COURSE_EXPORT entry points and __global__ kernels; BuildError if they have none."""
+    exports: list[Export] = []
+    kernels: list[str] = []
+    for s in sources:
+        try:
+            exports += parse_exports(s.text, s.path)
+        except ValueError as e:
+            raise BuildError(what, str(e)) from None
+        kernels += global_kernel_names(s.text)
+    if not exports:
+        raise BuildError(what, "no entry point: mark the host function Python calls with COURSE_EXPORT")
+    return exports, kernels
+
+
+def build_checked(source, host_object: str | Path | None, name: str, quiet: bool = True) -> Built:
     """The torch extension of one checked source, linked from `host_object`: the object that
     sass.compile_cubin(host_object=True) made in the nvcc call whose SASS, resources, includes and
-    symbols grading checked. Nothing is compiled again (an edit costs that one nvcc call and a link),
-    and what runs is exactly what was checked. Never imported here: only the sandboxed worker loads a
-    submission. Cached under the object's hash and the binding's."""
+    symbols grading checked (None: that compile, from its cache or made now). Nothing is compiled
+    again (an edit costs that one nvcc call and a link), and what runs is exactly what was checked.
+    Never imported here: only the sandboxed worker loads a submission. Cached under the object's hash
+    and the binding's."""
     import hashlib
 
+    from .sass import compile_cubin
+
     source = _as_sources([source])[0]
-    try:
-        exports = parse_exports(source.text, source.path)
-    except ValueError as e:
-        raise BuildError(source.path, str(e)) from None
-    if not exports:
-        raise BuildError(source.path, "no entry point: mark the host function Python calls with COURSE_EXPORT")
+    exports, kernels = _entry_points([source], source.path)
+    host_object = host_object or compile_cubin(source, host_object=True).host_object
     t_start = time.perf_counter()
     toolchain.cuda_home()
     arch = target_arch([source], toolchain.arch())
@@ -261,37 +266,11 @@ def build_checked(source, host_object: str | Path, name: str, quiet: bool = True
     build_dir = toolchain.cache_dir() / "ext" / module_name
     import_name = _module_name(name, "b" + binding_key(binding, arch, features))
     library = build_dir / f"{import_name}.so"
-    kernels = global_kernel_names(source.text)
     with _module_lock(build_dir):
         if library.exists():
             return Built(None, module_name, build_dir, exports, kernels, time.perf_counter() - t_start, True, library)
-        import torch
-        from torch.utils import cpp_extension
-
-        build_dir.mkdir(parents=True, exist_ok=True)
-        obj = build_dir / "kernels.o"  # the checked object, kept with the build it made
-        shutil.copyfile(host_object, obj)
-        torch_include = Path(torch.__file__).parent / "include" / "torch"
-        use_pch = bool(features["use_pch"] and os.access(torch_include, os.W_OK))
-        with _build_lock, _Progress(source.path, quiet, use_pch and not (torch_include / "extension.h.gch").exists()) \
-                as progress:
-            binding_obj = _binding_object(binding, import_name, arch, features, torch_include, use_pch, source.path,
-                                          [source])
-            # main.cpp is empty: the binding and the kernels come in as objects; only the link runs
-            kwargs = dict(_inline_kwargs(import_name, build_dir, arch, features), cpp_sources=[""],
-                          extra_ldflags=[str(binding_obj), str(obj)])
-            if use_pch:
-                kwargs["use_pch"] = True  # (load_inline deletes the shared precompiled header when told False)
-            try:
-                with _pch_lock(torch_include, use_pch):
-                    _load_inline(cpp_extension, kwargs, False)
-            except RuntimeError as e:
-                shutil.rmtree(build_dir, ignore_errors=True)  # a failed build never sticks
-                raise BuildError(source.path, f"linking the extension failed: {str(e).strip()[-1500:]}") from None
-            except Exception:
-                shutil.rmtree(build_dir, ignore_errors=True)
-                raise
-    return Built(None, module_name, build_dir, exports, kernels, progress.seconds, False, library)
+        return _build([source], source.path, binding, arch, features, (), module_name, import_name, build_dir, exports,
+                      kernels, False, quiet, checked_object=Path(host_object))
 
 
 def binding_key(binding: str, arch: str, features: dict) -> str:
@@ -342,28 +321,34 @@ def _binding_object(binding: str, import_name: str, arch: str, features: dict, t
 
 
 def _build(sources, what, binding, arch, features, flags, module_name, import_name, build_dir, exports, kernels, load,
-           quiet, own_binding=False) -> Built:
-    """The build itself (the caller holds the module's lock and found no built module)."""
+           quiet, own_binding=False, checked_object: Path | None = None) -> Built:
+    """The build itself (the caller holds the module's lock and found no built module).
+    `checked_object`: the sources compiled already (build_checked): that object is linked, kept in
+    the build folder, and nothing is compiled but the empty main.cpp."""
     import torch
     from torch.utils import cpp_extension
 
     build_dir.mkdir(parents=True, exist_ok=True)
 
-    # #line makes nvcc report errors against the real file and line.
-    cuda_text = "\n".join(f'#line 1 "{s.path}"\n{s.text}' for s in sources)
     torch_include = Path(torch.__file__).parent / "include" / "torch"
     use_pch = bool(features["use_pch"] and os.access(torch_include, os.W_OK))
     first_pch = use_pch and not (torch_include / "extension.h.gch").exists()
     # main.cpp is empty: the binding comes in as its cached object. use_pch stays on where it
     # was (load_inline deletes the shared precompiled header when told use_pch=False).
     kwargs = dict(_inline_kwargs(import_name, build_dir, arch, features, flags),
-                  cpp_sources=[binding if own_binding else ""], cuda_sources=[cuda_text])
+                  cpp_sources=[binding if own_binding else ""])
+    linked = []
+    if checked_object is not None:
+        linked = [build_dir / "kernels.o"]
+        shutil.copyfile(checked_object, linked[0])
+    else:  # #line makes nvcc report errors against the real file and line.
+        kwargs["cuda_sources"] = ["\n".join(f'#line 1 "{s.path}"\n{s.text}' for s in sources)]
     if use_pch:
         kwargs["use_pch"] = True
     with _build_lock, _Progress(what, quiet, first_pch) as progress:
         if not own_binding:
             obj = _binding_object(binding, import_name, arch, features, torch_include, use_pch, what, sources)
-            kwargs["extra_ldflags"] = [str(obj)]
+            kwargs["extra_ldflags"] = [str(obj), *map(str, linked)]
         try:
             with _pch_lock(torch_include, use_pch):
                 module = _load_inline(cpp_extension, kwargs, load)

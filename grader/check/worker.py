@@ -85,11 +85,7 @@ def run_case(ex, mod, case, seed, poison: bool = True):
     before = {k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)}
     expected = ex.reference(p, inputs)  # computed before the kernel can touch the inputs
     outputs = _fresh_outputs(ex, p, inputs)
-    if poison:
-        _poison_shared_memory()
-    with _calling():
-        ex.call(mod, p, inputs, outputs)
-        torch.cuda.synchronize()
+    _graded_call(ex, mod, p, inputs, outputs, poison)
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if ok and ex.repeatable:
         ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg, poison)
@@ -100,34 +96,28 @@ _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context e
 _GATE = None  # this process's gate.WorkerGate (main): a call of the learner's code is written down there
 
 
-def _calling():
-    """Around a call of the learner's code, until its kernels finish: its supervisor stops one that
-    never returns (config.RUN_LIMIT_S)."""
-    return _GATE.calling() if _GATE is not None else contextlib.nullcontext()
+def _graded_call(ex, mod, p, inputs, outputs, poison: bool = False) -> None:
+    """The learner's call on the current stream, until its kernels finish: shared memory filled with
+    NaN first where the exercise asks (`poison`: check/poison.py), and the call written down for the
+    supervisor, which stops one that never returns (config.RUN_LIMIT_S)."""
+    import torch
 
-
-
-def _poison_shared_memory() -> None:
-    """Every SM's shared memory filled with NaN right before a graded call (check/poison.py)."""
-    if _SHARED_POISON is not None:
+    if poison and _SHARED_POISON is not None:
         _SHARED_POISON.poison()
+    with _GATE.calling() if _GATE is not None else contextlib.nullcontext():
+        ex.call(mod, p, inputs, outputs)
+        torch.cuda.synchronize()
 
 
 def _repeatable(ex, mod, p, inputs, before, outputs, msg, poison=True):
     """The same inputs (a sampler's seed and offset among them) must give the same outputs."""
-    import torch
-
     from .compare import compare
 
     first = {k: v.clone() for k, v in outputs.items()}
     for name, b in before.items():
         inputs[name].copy_(b)
     again = _fresh_outputs(ex, p, inputs)
-    if poison:
-        _poison_shared_memory()
-    with _calling():
-        ex.call(mod, p, inputs, again)
-        torch.cuda.synchronize()
+    _graded_call(ex, mod, p, inputs, again, poison)
     for name, t in first.items():
         c = compare(name, again[name], t, 0.0, 0.0)
         if not c.ok:
@@ -161,9 +151,7 @@ def run_on_side_stream(ex, mod, case, seed):
         torch.cuda._sleep(STREAM_BUSY_CYCLES)
         for name, b in before.items():
             inputs[name].copy_(b)
-        with _calling():
-            ex.call(mod, p, inputs, outputs)
-            torch.cuda.synchronize()
+        _graded_call(ex, mod, p, inputs, outputs)
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if not ok:
         msg = ("the inputs were written on a busy non-default stream just before the call, and the results "

@@ -329,6 +329,8 @@ def self_test_markdown(report: dict) -> str:
     mt, ms = report["mutants"], report["many_seeds"]
     e = report["environment"]
     bad = [r for r in ms if not r["ok"]]
+    false = [f"{r['exercise']}: {r['first_failure']}" for r in bad if not r.get("not_run")]
+    not_run = [r["exercise"] for r in bad if r.get("not_run")]
     part = "" if scope.everything else (
         f" (part: {' '.join(scope.only)}" + ("" if scope.grader_tests else "; the grader's other GPU tests are in "
                                              "the part with `--only grader`") + ")")
@@ -343,11 +345,8 @@ def self_test_markdown(report: dict) -> str:
           + (f"; not run here: {', '.join(mt['skipped'])}" if mt["skipped"] else "") + ".", "",
           f"Solutions over {config.FALSE_FAILURE_SEEDS} seeds (correctness only): "
           + (f"no false failure in any of the {len(ms)} exercises." if not bad else
-             "; ".join(x for x in (
-                 "FALSE FAILURES: " + "; ".join(f"{r['exercise']}: {r['first_failure']}" for r in bad
-                                                if not r.get("not_run")) if [r for r in bad if not r.get("not_run")] else "",
-                 "NOT RUN (the run's time was up): " + ", ".join(r["exercise"] for r in bad if r.get("not_run"))
-                 if [r for r in bad if r.get("not_run")] else "") if x) + "."), "",
+             "; ".join([f"FALSE FAILURES: {'; '.join(false)}"] * bool(false)
+                       + [f"NOT RUN (the run's time was up): {', '.join(not_run)}"] * bool(not_run)) + "."), "",
           f"Mutants built beside the tests, in {report['prepare_s']:.0f} s. "
           f"{name} ({_workers(report)}): exit {report['pytest'][name]['rc']} in {report['pytest'][name]['seconds']:.0f} s: "
           f"`{report['pytest'][name]['summary']}`. Total {report['seconds']:.0f} s.", "",
