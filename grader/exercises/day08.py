@@ -167,14 +167,16 @@ def nucleus(row, top_p: float):
 def _inputs(p, gen, device="cuda"):
     import torch
 
-    rows32, tops = [], []
+    rows32 = []
     for _ in range(p["distributions"]):
         r = family_row(p["family"], p["vocab"], gen, device).float()
-        r = r / r.double().sum().float()  # fp32 values summing to 1 within rounding
-        rows32.append(r)
-        tops.append(choose_top_p(r, p["target"]))
+        rows32.append(r / r.double().sum().float())  # fp32 values summing to 1 within rounding
+    rows32 = torch.stack(rows32)
+    # The boundaries are found on the host, after one copy: a GPU shared by several checks makes
+    # each of the few small synchronizing calls per row wait its turn.
+    tops = [choose_top_p(r, p["target"]) for r in rows32.cpu()]
     each = p["rows_each"]
-    probs = torch.stack(rows32).repeat_interleave(each, dim=0).contiguous()
+    probs = rows32.repeat_interleave(each, dim=0).contiguous()
     top_p = torch.tensor(tops, dtype=torch.float32, device=device).repeat_interleave(each).contiguous()
     seed, offset = torch.randint(0, 2**31, (2,), generator=gen, device=device).tolist()
     return {"probs": offset_view(probs, p["offset"]), "top_p": top_p, "seed": seed, "philox_offset": offset}
@@ -202,7 +204,7 @@ def _reference(p, inputs):
 
     probs, top_p = inputs["probs"], inputs["top_p"]
     each = p["rows_each"]
-    firsts = probs[::each]  # one row of each distinct distribution
+    firsts = probs[::each].cpu()  # one row of each distinct distribution; on the host, as _inputs
     exact = torch.stack([nucleus(r, float(t)) for r, t in zip(firsts, top_p[::each].tolist())])
     exact = exact.repeat_interleave(each, dim=0)
     return {"tokens": exact.repeat(2, 1) if p["twice"] else exact}
