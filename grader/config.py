@@ -41,6 +41,10 @@ SANITIZER_SKIP_KERNELS = ("native", "at_cuda_detail")
 # reference, comparison) is not counted: a statistical test over a 256k vocabulary took over 10 s on a
 # host grading 24 checks at once.
 RUN_LIMIT_S = 10.0
+# torch's CPU threads in a grading process (its own work on the host: day08's statistics): checks
+# grade side by side (class grading's lanes, the self-test's 24 on a 4-GPU host), and torch's default
+# of a thread per core in each would have them all spin on every core.
+WORKER_CPU_THREADS = 4
 # A folder set in this variable is the gate (check/gate.py) of every check() in processes that see it,
 # when not given one: the self-test runs its checks side by side on one GPU, each timing with it alone.
 GATE_ENV = "COURSE_GPU_GATE"

@@ -6,6 +6,9 @@ reference solution into the mutant (grader/selftest.py). Each test grades the mu
 source written into selftest.written_dir() (in the build cache, so builds are reused). Static defects (source, SASS, build) are caught
 everywhere; the rest run on a GPU.
 """
+import os
+import xml.etree.ElementTree as ET
+
 import pytest
 
 from conftest import gpu
@@ -147,7 +150,7 @@ def test_the_self_test_report_counts_blind_spots_apart(tmp_path):
     junit = tmp_path / "j.xml"
     junit.write_text(
         '<testsuites><testsuite>'
-        '<testcase classname="tests.test_mutants" name="test_runtime_checks_catch[a/caught]"/>'
+        '<testcase classname="tests.test_mutants" name="test_runtime_checks_catch[a/caught]" time="12.5"/>'
         '<testcase classname="tests.test_mutants" name="test_runtime_checks_catch[a/missed]"><failure message="x"/></testcase>'
         '<testcase classname="tests.test_mutants" name="test_runtime_checks_catch[a/blind]">'
         '<skipped type="pytest.xfail" message="blind spot: the copies outlast the skew"/></testcase>'
@@ -157,6 +160,28 @@ def test_the_self_test_report_counts_blind_spots_apart(tmp_path):
     t = _mutant_tally(junit)
     assert (t["caught"], t["total"], t["missed"]) == (1, 2, ["a/missed"])
     assert t["blind_spots"] == ["a/blind"] and t["skipped"] == ["a/noncu"]
+    assert t["slowest_tests"][0] == {"test": "test_mutants::test_runtime_checks_catch[a/caught]", "seconds": 12.5}
+    # A run stopped at its time limit: the mutants it never reached are not run, not caught.
+    t = _mutant_tally(junit, ["a/blind", "a/caught", "a/late", "a/missed", "a/noncu"])
+    assert t["not_run"] == ["a/late"] and (t["caught"], t["total"]) == (1, 2)
+    assert _mutant_tally(tmp_path / "none.xml", ["a/x"])["not_run"] == ["a/x"]
+
+
+def test_a_test_run_stopped_at_its_limit_still_writes_what_it_ran(tmp_path, monkeypatch):
+    # verify's test runs end at their time limit as at Ctrl-C: the junit file of what ran is written,
+    # so the self-test's report says which mutants were caught and which were not reached.
+    from grader.maintain import verify
+
+    monkeypatch.setattr(verify, "PYTEST_GRACE_S", 20.0)
+    (tmp_path / "test_slow.py").write_text(
+        "import time\nimport pytest\n\n@pytest.mark.parametrize('i', range(30))\n"
+        "def test_s(i):\n    time.sleep(0.5 if i < 2 else 60)\n")
+    junit = tmp_path / "j.xml"
+    r = verify._pytest([str(tmp_path / "test_slow.py"), "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                        f"--rootdir={tmp_path}", f"--junitxml={junit}"], dict(os.environ), tmp_path / "log", 6)
+    assert r["rc"] == "timeout" and r["seconds"] < 20
+    names = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
+    assert "test_s[0]" in names and "test_s[29]" not in names
 
 
 def test_blind_spots_say_why():

@@ -461,6 +461,7 @@ def main(cfg: dict) -> int:
     emit = Emitter(cfg["results"])
     import torch
 
+    torch.set_num_threads(min(config.WORKER_CPU_THREADS, torch.get_num_threads()))
     from .. import exercises
 
     ex = exercises.get(cfg["exercise"])

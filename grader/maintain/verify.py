@@ -24,12 +24,14 @@ notebook, and commit what they write under reports/.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import datetime
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +42,7 @@ from .. import build, config, toolchain
 
 TARGET_COLD_S = 20.0
 SELF_TEST_BUDGET_S = 550.0  # a self-test ends its tests by then, so that its report is written within 10 min
+PYTEST_GRACE_S = 30.0  # a test run stopped at its limit gets this long to write its results (junit, durations)
 SELF_TEST_WORKERS_PER_GPU = 6  # the self-test's tests side by side on each GPU (pytest-xdist workers)
 TARGET_CACHED_S = 1.0
 GRADER_TESTS = "grader"  # in --only: the grader's own GPU tests (crash, hang, sanitizer, hostile, kinds)
@@ -220,22 +223,29 @@ def grade(kind: str, log, scope: Scope) -> list[dict]:
     return rows
 
 
-def many_seeds(log, scope: Scope, deadline: float | None = None) -> list[dict]:
+def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | None = None) -> list[dict]:
     """Every solution's correctness over 20 seeds, and its small cases under compute-sanitizer
     as class grading runs them: a grader that fails a right answer is worse than none. An exercise
-    not started by `deadline` (time.monotonic()) is not run, and its row says so."""
+    not started by `deadline` (time.monotonic()) is not run, one still running at `end` is stopped
+    there, and its row says so."""
     from ..check import check
+
+    def not_run(ex, why):
+        log(f"{ex.id} solution over {config.FALSE_FAILURE_SEEDS} seeds: not run ({why})")
+        return {"exercise": ex.id, "cases": 0, "seeds": 0, "ok": False, "not_run": True, "sanitizers": "-",
+                "first_failure": f"not run: {why}"}
 
     def one(ex):
         if deadline is not None and time.monotonic() > deadline:
-            log(f"{ex.id} solution over {config.FALSE_FAILURE_SEEDS} seeds: not run (the run's time was up)")
-            return {"exercise": ex.id, "cases": 0, "seeds": 0, "ok": False, "not_run": True, "sanitizers": "-",
-                    "first_failure": "not run: the self-test's time was up before it started"}
+            return not_run(ex, "the self-test's time was up before it started")
         # the time limit of a check is for its PUBLIC_SEEDS seeds: this one runs 20 (day08's took over
         # 180 s on a host running 24 checks at once)
+        limit = ex.timeout_s * config.FALSE_FAILURE_SEEDS / config.PUBLIC_SEEDS
+        capped = end is not None and end - time.monotonic() < limit
         res = check(ex.id, solutions=True, perf=False, seeds=config.FALSE_FAILURE_SEEDS, quiet=True,
-                    sanitizers=config.CLASS_SANITIZERS,
-                    timeout=ex.timeout_s * config.FALSE_FAILURE_SEEDS / config.PUBLIC_SEEDS)
+                    sanitizers=config.CLASS_SANITIZERS, timeout=max(1.0, end - time.monotonic()) if capped else limit)
+        if not res.ok and capped and time.monotonic() >= end - 1.0:
+            return not_run(ex, "stopped unfinished: the self-test's time was up")
         cases = [i for i in res.items if i.group == "correctness"]
         sanitizers = [f"{i.name.split()[-1]} {i.status} ({i.metrics.get('seconds', 0):.0f} s)" for i in res.items
                       if i.name.startswith("compute-sanitizer")]
@@ -263,14 +273,15 @@ def _missed_why(message: str) -> str:
     return " / ".join(out)[:800]
 
 
-def _mutant_tally(junit: Path) -> dict:
-    """Known-wrong submissions (tests/test_mutants.py) that got their expected verdict."""
+def _mutant_tally(junit: Path, expected: list[str] = ()) -> dict:
+    """Known-wrong submissions (tests/test_mutants.py) that got their expected verdict; those of
+    `expected` with no test in the junit file (the run stopped before them) are not run. With the
+    slowest tests of the run."""
     import xml.etree.ElementTree as ET
 
-    if not junit.exists():
-        return {"caught": 0, "total": 0, "missed": [], "skipped": [], "rows": []}
+    cases = list(ET.parse(junit).getroot().iter("testcase")) if junit.exists() else []
     rows = []
-    for c in ET.parse(junit).getroot().iter("testcase"):
+    for c in cases:
         name = c.get("name", "")
         if "test_mutants" not in c.get("classname", "") or "[" not in name:
             continue
@@ -280,12 +291,22 @@ def _mutant_tally(junit: Path) -> dict:
                    "skipped: " + (skipped.get("message") or "")[:200] if skipped is not None else
                    "MISSED: " + _missed_why(failed.get("message") or "") if failed is not None else "caught")
         rows.append({"mutant": name[name.index("[") + 1:-1], "outcome": outcome})
+    seen = {r["mutant"] for r in rows}
+    not_run = [k for k in expected if k not in seen]
+    rows += [{"mutant": k, "outcome": NOT_RUN} for k in not_run]
     rows.sort(key=lambda r: r["mutant"])
     blind = [r["mutant"] for r in rows if r["outcome"].startswith("blind spot")]
-    ran = [r for r in rows if not r["outcome"].startswith(("skipped", "blind spot"))]
+    ran = [r for r in rows if not r["outcome"].startswith(("skipped", "blind spot", NOT_RUN))]
     missed = [r["mutant"] for r in ran if r["outcome"] != "caught"]
+    slowest = sorted(((f"{c.get('classname', '').rsplit('.', 1)[-1]}::{c.get('name', '')}", float(c.get("time") or 0))
+                      for c in cases), key=lambda t: -t[1])[:SLOWEST_TESTS]
     return {"caught": len(ran) - len(missed), "total": len(ran), "missed": missed, "blind_spots": blind,
-            "skipped": [r["mutant"] for r in rows if r["outcome"].startswith("skipped")], "rows": rows}
+            "skipped": [r["mutant"] for r in rows if r["outcome"].startswith("skipped")], "not_run": not_run,
+            "rows": rows, "slowest_tests": [{"test": t, "seconds": round(sec, 1)} for t, sec in slowest]}
+
+
+NOT_RUN = "not run: the run's time was up before its test"
+SLOWEST_TESTS = 12
 
 
 _PREPARE_SNIPPET = """
@@ -300,11 +321,10 @@ for exercise, path in zip(sys.argv[1::2], sys.argv[2::2]):
 
 def _prepare_in_subprocess(jobs: list[tuple[str, str]]) -> float:
     """Mutants checked and built (prepare) in one process, one after another: its torch import
-    (seconds of a core) paid once for them all."""
-    t0 = time.perf_counter()
+    (seconds of a core) paid once for them all. Returns when it finished (time.perf_counter())."""
     subprocess.run([sys.executable, "-c", _PREPARE_SNIPPET, *(x for job in jobs for x in job)], capture_output=True,
                    cwd=toolchain.ROOT, env=_env())
-    return time.perf_counter() - t0
+    return time.perf_counter()
 
 
 def _self_test_pytest_args(scope: Scope) -> list[str]:
@@ -342,12 +362,15 @@ def self_test_markdown(report: dict) -> str:
           + (f"; MISSED: {', '.join(mt['missed'])}" if mt["missed"] else "")
           + (f"; known blind spots (no check or tool sees them, see the table): {', '.join(mt['blind_spots'])}"
              if mt.get("blind_spots") else "")
-          + (f"; not run here: {', '.join(mt['skipped'])}" if mt["skipped"] else "") + ".", "",
+          + (f"; not run here: {', '.join(mt['skipped'])}" if mt["skipped"] else "")
+          + (f"; NOT RUN (the run's time was up before their tests): {len(mt['not_run'])}" if mt.get("not_run") else "")
+          + ".", "",
           f"Solutions over {config.FALSE_FAILURE_SEEDS} seeds (correctness only): "
           + (f"no false failure in any of the {len(ms)} exercises." if not bad else
              "; ".join([f"FALSE FAILURES: {'; '.join(false)}"] * bool(false)
                        + [f"NOT RUN (the run's time was up): {', '.join(not_run)}"] * bool(not_run)) + "."), "",
-          f"Mutants built beside the tests, in {report['prepare_s']:.0f} s. "
+          (f"Mutants built beside the tests, in {report['prepare_s']:.0f} s. " if report.get("prepare_s") is not None
+           else "Mutants built beside the tests: not all by the end. ") +
           f"{name} ({_workers(report)}): exit {report['pytest'][name]['rc']} in {report['pytest'][name]['seconds']:.0f} s: "
           f"`{report['pytest'][name]['summary']}`. Total {report['seconds']:.0f} s.", "",
           "| mutant | expected failure | outcome |", "|---|---|---|"]
@@ -355,6 +378,9 @@ def self_test_markdown(report: dict) -> str:
         m = mutants.get(r["mutant"])
         want = f"{m.group}: {m.reason}" if m else "-"
         md.append(f"| {r['mutant']} | {want} | {r['outcome'].replace('|', '/').replace(chr(10), ' ')} |")
+    if mt.get("slowest_tests"):
+        md += ["", "The slowest tests of the run (seconds, beside the others):", "",
+               "| test | seconds |", "|---|---|"] + [f"| {t['test']} | {t['seconds']:.0f} |" for t in mt["slowest_tests"]]
     md += ["", "The slowest call: the longest any one call of the solution took (until its kernels finished), beside "
            "the other checks of this run; a call that takes longer than the limit is stopped as a hang.", "",
            "| exercise | correctness cases | seeds | slowest call (limit) | compute-sanitizer | no false failure |",
@@ -446,21 +472,23 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     built = [builder.submit(_prepare_in_subprocess, jobs[i:i + 4]) for i in range(0, len(jobs), 4)]
     builder.shutdown(wait=False)
 
-    def all_built() -> float:
-        cf.wait(built)
-        return time.perf_counter() - t_build
-
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
-        seeds = pool.submit(many_seeds, log, scope, time.monotonic() + SELF_TEST_BUDGET_S - 60 - (time.perf_counter() - t0))
-        done_building = pool.submit(all_built)
-        left = max(60, SELF_TEST_BUDGET_S - (time.perf_counter() - t0))  # the report is written in any case
+        # the tests and the 20 seeds end by the budget (the tests get their grace to write what they found
+        # within it), so that the report is written in any case
+        left = max(60.0, SELF_TEST_BUDGET_S - (time.perf_counter() - t0))
+        end = time.monotonic() + left
+        seeds = pool.submit(many_seeds, log, scope, end - 60, end)
         report["pytest"][name] = _pytest([*_self_test_pytest_args(scope), "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                                          f"--junitxml={junit}", *xdist], _env(**spread_env),
-                                         out / f"{scope.stem('pytest-gpu-tests')}.log", left)
+                                          f"--junitxml={junit}", "--durations=30", *xdist], _env(**spread_env),
+                                         out / f"{scope.stem('pytest-gpu-tests')}.log", left - PYTEST_GRACE_S)
         report["many_seeds"] = seeds.result()
-        report["prepare_s"] = done_building.result()
-    log(f"{len(jobs)} mutants checked statically and built in {report['prepare_s']:.0f} s, beside the tests")
-    report["mutants"] = _mutant_tally(junit)
+        # (a build still running at the end is left to finish in the background: nothing waits on it)
+        cf.wait(built, timeout=max(0.0, end - time.monotonic()))
+        report["prepare_s"] = (max(f.result() for f in built) - t_build
+                               if all(f.done() for f in built) and built else None)
+    log(f"{len(jobs)} mutants checked statically and built" + (f" in {report['prepare_s']:.0f} s, beside the tests"
+                                                               if report["prepare_s"] is not None else ": not all by the end"))
+    report["mutants"] = _mutant_tally(junit, sorted(mutants))
     report["seconds"] = time.perf_counter() - t0
     mt = report["mutants"]
     log(f"{name}: {report['pytest'][name]['summary']}; mutants caught {mt['caught']} / {mt['total']}")
@@ -471,7 +499,7 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     (out / f"{stem}.log").write_text("\n".join(lines) + "\n")
     print(md)
     false_failures = [r for r in report["many_seeds"] if not r["ok"]]
-    ok = (not mt["missed"] and mt["total"] == len(mutants) and not false_failures and report["pytest"][name]["rc"] == 0)
+    ok = not mt["missed"] and not mt.get("not_run") and not false_failures and report["pytest"][name]["rc"] == 0
     return 0 if ok else 1
 
 
@@ -485,7 +513,15 @@ def _pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
+            # as Ctrl-C: pytest stops, writes its junit file (what ran) and its durations; then whatever is
+            # left of the session (workers, their grading processes) goes
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=PYTEST_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
             proc.wait()
             rc = "timeout"
     tail = log_path.read_text(errors="replace").strip().splitlines()
