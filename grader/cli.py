@@ -191,8 +191,9 @@ def main(argv=None) -> int:
                         "also `grader` (its own GPU tests); repeatable. Reports are named after it")
     p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
                    help="instead: grade a synthetic class of N students and time it")
-    p.add_argument("--notebook-timeout", type=int, default=330, metavar="S",
-                   help="seconds the notebooks' nbval run may take before it is stopped (the report says so)")
+    p.add_argument("--notebook-timeout", type=int, default=None, metavar="S",
+                   help="seconds the notebooks' nbval run may take before it is stopped (the report says so); "
+                        "default: what is left of a 10-minute command (540 with --notebooks-only, 330 after the grading)")
     p.add_argument("--ncu-jupyter", action="store_true",
                    help="instead: a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through it, "
                         "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")

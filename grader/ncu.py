@@ -72,7 +72,7 @@ class Pending:
     nothing outside PROFILED_RANGE, so it runs no profiled kernel yet), then waits for `go()` to run
     its code. Its seconds of start-up then pass while the parent builds and grades."""
 
-    def __init__(self, code: str, metrics, isolate):
+    def __init__(self, code: str, metrics, isolate, kernels=None):
         self.proc = None
         self._tmp = tempfile.TemporaryDirectory(prefix="ncu-")
         self.folder = Path(self._tmp.name)
@@ -88,7 +88,8 @@ class Pending:
                           f"    time.sleep(0.01)\n{code}")
         env = toolchain.subprocess_env()
         cmd = [ncu_path(), "--clock-control", "none", "--csv", "--metrics", ",".join(metrics),
-               "--nvtx", "--nvtx-include", f"{PROFILED_RANGE}/", sys.executable, str(script)]
+               "--nvtx", "--nvtx-include", f"{PROFILED_RANGE}/",
+               *(["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []), sys.executable, str(script)]
         if isolate is not None:
             cmd, env = isolate(cmd, env, str(self.folder))
         try:  # its own process group, so that a timeout stops the profiled Python too
@@ -119,7 +120,7 @@ class Pending:
         self._tmp.cleanup()
 
 
-def start_python(code: str, metrics: tuple[str, ...] | list[str], isolate=None) -> Pending | None:
+def start_python(code: str, metrics: tuple[str, ...] | list[str], isolate=None, kernels=None) -> Pending | None:
     """A fresh Python under ncu that will run `code` when told (`.go()`), profiling the kernels
     launched inside NVTX ranges named PROFILED_RANGE; None if ncu cannot run. `isolate(argv, env,
     scratch) -> (argv, env)` wraps the command (ncu and the Python under it) when the code runs a
@@ -128,7 +129,23 @@ def start_python(code: str, metrics: tuple[str, ...] | list[str], isolate=None) 
     would wait)."""
     if not ncu_path():
         return None
-    return Pending(code, metrics, isolate)
+    return Pending(code, metrics, isolate, kernels)
+
+
+def available() -> bool:
+    """ncu is installed and there is a GPU for it to profile (the notebooks' counter cells ask)."""
+    return ncu_path() is not None and toolchain.has_gpu()
+
+
+def profile_python(code: str, metrics: tuple[str, ...] | list[str], kernels: list[str] | None = None,
+                   timeout: float = 180) -> list[dict] | None:
+    """Run `code` now in a fresh Python under ncu, profiling every kernel it launches (those whose
+    names match one of `kernels`): the notebooks' counter cells. One row per launch, as Pending.go;
+    None if ncu could not run it."""
+    wrapped = (f"with torch.cuda.nvtx.range({PROFILED_RANGE!r}):\n"
+               f"    exec(compile({code!r}, 'profiled.py', 'exec'), {{'__name__': '__main__'}})\n")
+    pending = start_python(wrapped, metrics, kernels=kernels)
+    return pending.go(timeout) if pending else None
 
 
 def _rows(stdout: str, returncode: int) -> list[dict] | None:
