@@ -989,7 +989,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
         report["pytest"][name] = _pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *xdist],
                                          _env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements),
                                               **spread_env),
-                                         out / "pytest-notebooks.log",
+                                         out / f"{scope.stem('pytest-notebooks')}.log",
                                          notebook_timeout or (NOTEBOOKS_AFTER_GRADING_S if grading else NOTEBOOKS_ONLY_S))
         log(f"notebooks: {report['pytest'][name]['summary']}")
         if measurements.exists():
