@@ -122,7 +122,8 @@ class Pending:
 
 def start_python(code: str, metrics: tuple[str, ...] | list[str], isolate=None, kernels=None) -> Pending | None:
     """A fresh Python under ncu that will run `code` when told (`.go()`), profiling the kernels
-    launched inside NVTX ranges named PROFILED_RANGE; None if ncu cannot run. `isolate(argv, env,
+    launched inside NVTX ranges named PROFILED_RANGE (and named like one of `kernels`, regular
+    expressions, where given); None if ncu cannot run. `isolate(argv, env,
     scratch) -> (argv, env)` wraps the command (ncu and the Python under it) when the code runs a
     submission: the grader's sandbox, whose one visible folder is `Pending.folder`. The caller
     knows there is a GPU (toolchain.has_gpu() imports torch: seconds a check starting it early

@@ -195,6 +195,23 @@ def test_projection_from_measured_runs(tmp_path):
     assert "The preparation runs beside the GPU phase" in md and "4 submissions at a time on each GPU" in md
 
 
+def test_the_class_report_says_where_the_gradings_time_went(tmp_path):
+    # From each grading's timing line, summed: where a class run's lane-seconds go (the 2 s per grading
+    # that one 8-GPU host needs for 300 students is found there, not guessed).
+    from grader.maintain.verify import _stage_seconds, class_report
+
+    stages = _stage_seconds([{"timings": {"cases": 3.0, "grading processes launched": 4.0}},
+                             {"timings": {"cases": 5.0, "compute-sanitizer memcheck": 1.0}}, {"timings": {}}])
+    assert list(stages.items()) == [("cases", 8.0), ("grading processes launched", 4.0), ("compute-sanitizer memcheck", 1.0)]
+    run = dict(_run(1, 300.0, graded=2), stage_s=stages)
+    (tmp_path / "class-grading.json").write_text(json.dumps(dict(run, runs=[run])))
+    md = class_report(tmp_path)
+    assert "## Where the gradings' time went" in md and "| cases | 8 | 62% | 4.0 s |" in md
+    no_stages = _run(1, 300.0)
+    (tmp_path / "class-grading.json").write_text(json.dumps(dict(no_stages, runs=[no_stages])))
+    assert "Where the gradings' time went" not in class_report(tmp_path)  # a report from before the table
+
+
 def test_lanes_grade_side_by_side_on_one_gpu_from_a_feed_that_grows(tmp_path):
     """Two lanes on one GPU take items as a generator hands them over (class grading's preparation
     runs beside the GPUs); both lanes' processes get that GPU's gate folder."""

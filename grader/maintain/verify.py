@@ -507,12 +507,18 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     return 0 if ok else 1
 
 
+# pytest, with Ctrl-C's handler even where this process was started with SIGINT ignored (a child inherits
+# that, and Python then installs no handler: a test run under pytest-xdist's workers is one)
+_PYTEST_MAIN = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                "import pytest\nsys.exit(pytest.main(sys.argv[1:]))")
+
+
 def _pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
     t0 = time.perf_counter()
     with open(log_path, "w") as f:
         # a session of its own: at the time limit the whole of it goes (xdist's workers and their
         # grading processes too), not only pytest's first process
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=toolchain.ROOT, env=env, stdout=f,
+        proc = subprocess.Popen([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=toolchain.ROOT, env=env, stdout=f,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout)
@@ -716,14 +722,15 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     total = time.perf_counter() - t0
     timing = json.loads((graded / "timing.json").read_text())
     rows = json.loads((graded / "gradebook.json").read_text())
-    sanitize_s = sum(i["metrics"].get("seconds", 0) for f in (graded / "results").glob("*/*.json")
-                     for i in json.loads(f.read_text())["items"]
+    records = [json.loads(f.read_text()) for f in (graded / "results").glob("*/*.json")]
+    sanitize_s = sum(i["metrics"].get("seconds", 0) for r in records for i in r["items"]
                      if i["name"].startswith("compute-sanitizer") and not i["metrics"].get("cached"))
     shutil.rmtree(out / "class", ignore_errors=True)
     shutil.copytree(graded, out / "class", ignore=shutil.ignore_patterns(".work"))
     shutil.copy(graded / "class-summary.png", out / "class-summary.png")
     run = {"students": students, "exercise": exercise, "gpus": timing.get("gpus", 1), "lanes": lanes, "seconds": total,
-           "sanitize_s": sanitize_s, "timing": timing, "rows": rows, "roster": roster, "environment": _env_info()}
+           "sanitize_s": sanitize_s, "stage_s": _stage_seconds(records), "timing": timing, "rows": rows,
+           "roster": roster, "environment": _env_info()}
     previous = _class_runs(out / "class-grading.json")
     runs = [r for r in previous if not (r["gpus"] == run["gpus"] and r["exercise"] == exercise
                                         and r["students"] == students and r.get("lanes", 1) == lanes)] + [run]
@@ -732,6 +739,31 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     md = class_report(out)
     print(md)
     return 0 if total <= 600 and _sanitizer_share(report) <= 0.3 else 1
+
+
+def _stage_seconds(records: list[dict]) -> dict[str, float]:
+    """Each stage of the gradings (Result.timings: build, the grading processes' launch, the cases, the
+    timing, compute-sanitizer, a re-run alone...) summed over a class's gradings, largest first: where
+    the lanes' time went."""
+    total: dict[str, float] = {}
+    for r in records:
+        for stage, sec in (r.get("timings") or {}).items():
+            total[stage] = total.get(stage, 0.0) + sec
+    return dict(sorted(total.items(), key=lambda kv: -kv[1]))
+
+
+def _stage_rows(report: dict) -> list[str]:
+    """The report's table of _stage_seconds, with each stage's share and seconds per grading."""
+    stages, n = report.get("stage_s"), len(report.get("rows") or []) or 1
+    if not stages:
+        return []
+    whole = sum(stages.values()) or 1.0
+    return (["## Where the gradings' time went", "",
+             f"Each stage's seconds summed over the {n} gradings of the latest run (the lanes side by side: "
+             "their seconds overlap on the clock), from each grading's timing line.", "",
+             "| stage | seconds | share | per grading |", "|---|---|---|---|"]
+            + [f"| {stage} | {sec:.0f} | {100 * sec / whole:.0f}% | {sec / n:.1f} s |" for stage, sec in stages.items()]
+            + [""])
 
 
 def _sanitizer_share(report: dict) -> float:
@@ -863,6 +895,7 @@ def class_report(out: str | Path) -> str:
            f"{100 * _sanitizer_share(report):.0f}% on top of the rest"
            + (" of the lanes' grading time" if report.get("lanes", 1) > 1 else "") + " (target: <= 30%)."
            if sanitize_s is not None else "This run did not measure the compute-sanitizer stage apart."), ""]
+    md += _stage_rows(report)
     if len(runs) > 1:
         md += ["## Runs on 1 and more GPUs", "",
                "| students | GPUs | lanes | when, commit | total | preparation | GPU phase | GPU s per grading | "
