@@ -68,6 +68,8 @@ def test_a_timing_runs_alone_and_the_others_resume_after_it(tmp_path):
     assert len(log) == 25  # every case ran, before or after the timing
     assert any(e[2] > timing[3] for e in log if e[0] == "b") and any(e[3] < timing[2] for e in log if e[0] == "b")
     assert b.waited > 0.1 and c.waited > 0.1  # paused for most of the timing: not charged to their limits
+    # ... and said in their timing lines (a class report's "where the time went"), apart from their cases
+    assert 0.1 < b.worker.paused_s < 1.0 and 0.1 < c.worker.paused_s < 1.0 and a.worker.paused_s == 0.0
     assert not any(p.exists() for p in (tmp_path / n / PAUSE for n in "abc"))
 
 

@@ -241,6 +241,7 @@ class WorkerGate:
         self.folder, self.enabled = Path(folder), enabled
         self._busy = False
         self.slowest_call = 0.0
+        self.paused_s = 0.0  # how long busy() has waited, paused while another grading on this GPU timed
         if enabled:
             threading.Thread(target=self._acknowledge, daemon=True).start()
             _write(self.folder / LISTENING, "1")
@@ -267,8 +268,10 @@ class WorkerGate:
             if not (self.folder / PAUSE).exists():
                 break
             self._busy = False
+            t0 = time.perf_counter()
             while (self.folder / PAUSE).exists():
                 time.sleep(POLL_S)
+            self.paused_s += time.perf_counter() - t0
         try:
             yield
         finally:

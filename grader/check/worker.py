@@ -93,6 +93,7 @@ def run_case(ex, mod, case, seed, poison: bool = True):
 
 
 _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
+PAUSED_PHASE = "paused while another grading on this GPU timed"
 _GATE = None  # this process's gate.WorkerGate (main): a call of the learner's code is written down there
 
 
@@ -507,13 +508,15 @@ def main(cfg: dict) -> int:
     if part == "launches":
         untimed = []
     profiling = part != "no launches" and not small and ex.learner_file != "python"
-    t_phase = time.perf_counter()
+    t_phase, paused_before = time.perf_counter(), 0.0
 
-    def phase(name):  # the seconds since the last phase ended, under `name`
-        nonlocal t_phase
-        now = time.perf_counter()
-        emit(event="phase", name=name, seconds=now - t_phase)
-        t_phase = now
+    def phase(name):  # the seconds since the last phase ended, under `name`; paused ones apart
+        nonlocal t_phase, paused_before
+        now, paused = time.perf_counter(), gate.paused_s - paused_before
+        emit(event="phase", name=name, seconds=now - t_phase - paused)
+        if paused > 0:
+            emit(event="phase", name=PAUSED_PHASE, seconds=paused)
+        t_phase, paused_before = now, gate.paused_s
 
     for case in untimed:
         emit(event="start", name=case.label)
