@@ -199,8 +199,8 @@ def main(argv=None) -> int:
                         "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
     p.add_argument("--gpus", default=None, metavar="all|N|0,1",
                    help="the GPUs of this host to use: with --class-benchmark, those it grades on (default all; run it "
-                        "on 1 and on N to measure the scaling); with --self-test, those its tests spread over, and for "
-                        "the notebooks, one notebook on each at a time (default 1)")
+                        "on 1 and on N to measure the scaling); with --self-test, those its tests spread over; for "
+                        "the gradings and the notebooks, one check or notebook on each at a time (default 1)")
     p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
                    help="with --class-benchmark: submissions graded side by side on each GPU")
     p.set_defaults(fn=cmd_verify)

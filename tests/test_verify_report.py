@@ -145,3 +145,18 @@ def test_the_self_test_and_notebooks_spread_their_workers_over_the_hosts_gpus(mo
     assert verify._spread("2", 6, 16)[1] == 6  # never more than the cores allow
     monkeypatch.setattr(verify, "_has_module", lambda name: False)
     assert verify._spread("all", 6, 64) == (["0"], 1, [], {})  # no pytest-xdist: one at a time, one GPU
+
+
+def test_the_grading_spreads_over_the_hosts_gpus_with_the_same_verdicts(tmp_path, monkeypatch):
+    # verify --gpus N grades its exercises in processes pinned one to a GPU (class grading's slots), one
+    # check on each GPU at a time: the rows, their order and verdicts are those of a run on one GPU. On a
+    # CPU the slots are pretend GPUs and the checks compile only.
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    scope = verify.Scope(["day01", "day02"])
+    said: list[str] = []
+    one = verify.grade("stub", said.append, scope)
+    two = verify.grade("stub", said.append, scope, gpus="2")
+    assert [r["exercise"] for r in two] == [r["exercise"] for r in one] == ["day01.scale_add", "day02.silu_and_mul"]
+    assert [(r["verdict"], r["as_expected"]) for r in two] == [(r["verdict"], r["as_expected"]) for r in one]
+    assert {r["gpu"] for r in two} == {"0", "1"} and all("log" not in r for r in two)
+    assert any(line.endswith(("on GPU 0", "on GPU 1")) for line in said[2:])

@@ -207,24 +207,57 @@ def stub_as_expected(ex, res) -> bool:
                                        and i.group == "build" and i.name not in not_own) for i in res.items)
 
 
-def grade(kind: str, log, scope: Scope) -> list[dict]:
-    """Grade every solution (timed: run alone on the GPU) or every stub (correctness only)."""
+def grade(kind: str, log, scope: Scope, gpus: str | None = None) -> list[dict]:
+    """Grade every solution (timed: alone on its GPU) or every stub (correctness only). `gpus`
+    ("all", a count or indices): the exercises spread over these GPUs of the host, one check on each
+    at a time, each in a process pinned to its GPU (class grading's slots); default: one GPU, here."""
+    from ..classroom.slots import resolve_gpus, run_on_slots
+
+    devices = [d for d in resolve_gpus(gpus or "1") if d is not None]
+    items = [(kind, ex.id) for ex in scope.exercises()]
+    done: dict = {}
+
+    def finished(item, r):  # said as each ends, so that a run cut off still shows what it did
+        done[item] = {k: v for k, v in r.items() if k != "log"}
+        log(f"{r['exercise']} {kind}: {r['verdict']} ({'as expected' if r['as_expected'] else 'NOT AS EXPECTED'}) "
+            f"in {r['seconds']:.0f} s" + (f" on GPU {r['gpu']}" if len(devices) > 1 else ""))
+        if not r["as_expected"] and r["log"]:
+            log(r["log"])
+
+    if len(devices) <= 1:
+        for item in items:
+            finished(item, grade_row(item))
+    else:
+        def on_done(item, row, device, seconds, error):
+            finished(item, row or {"exercise": item[1], "kind": kind, "expected": "pass" if kind == "solution" else "fail",
+                                   "verdict": "not graded", "as_expected": False, "build_s": None, "seconds": seconds,
+                                   "first_failure": f"the grading on GPU {device} did not finish: {error}", "perf": [],
+                                   "items": [], "gpu": device, "log": ""})
+
+        run_on_slots(devices, items, _grade_on_slot, on_done)
+    return [done[item] for item in items]
+
+
+def grade_row(item: tuple[str, str]) -> dict:
+    """One (kind, exercise) of grade(), graded in this process: its report row."""
+    from .. import exercises
     from ..check import check
 
-    rows = []
-    for ex in scope.exercises():
-        res = check(ex.id, solutions=(kind == "solution"), perf=(kind == "solution"),
-                    seeds=config.PUBLIC_SEEDS if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
-        ok = res.passed if kind == "solution" else stub_as_expected(ex, res)
-        perf = [_perf_row(i) for i in res.performance()]
-        rows.append({"exercise": ex.id, "kind": kind, "expected": "pass" if kind == "solution" else "fail",
-                     "verdict": res.verdict, "as_expected": ok, "build_s": res.build_seconds,
-                     "seconds": res.seconds, "first_failure": res.first_failure()[:400], "perf": perf,
-                     "items": [i.__dict__ for i in res.items if i.status != "pass" or i.group in ("performance", "work")]})
-        log(f"{ex.id} {kind}: {res.verdict} ({'as expected' if ok else 'NOT AS EXPECTED'}) in {res.seconds:.0f} s")
-        if not ok:
-            log(str(res))
-    return rows
+    kind, ex_id = item
+    ex = exercises.get(ex_id)
+    res = check(ex.id, solutions=(kind == "solution"), perf=(kind == "solution"),
+                seeds=config.PUBLIC_SEEDS if kind == "solution" else 1, secret_seed=int(time.time()) % 100000, quiet=True)
+    ok = res.passed if kind == "solution" else stub_as_expected(ex, res)
+    return {"exercise": ex.id, "kind": kind, "expected": "pass" if kind == "solution" else "fail",
+            "verdict": res.verdict, "as_expected": ok, "build_s": res.build_seconds,
+            "seconds": res.seconds, "first_failure": res.first_failure()[:400], "perf": [_perf_row(i) for i in res.performance()],
+            "items": [i.__dict__ for i in res.items if i.status != "pass" or i.group in ("performance", "work")],
+            "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "log": "" if ok else str(res)}
+
+
+def _grade_on_slot(item, context=None) -> dict:
+    """grade_row in a slot process (classroom.slots.run_on_slots: pinned to its GPU)."""
+    return grade_row(item)
 
 
 def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | None = None) -> list[dict]:
@@ -965,7 +998,8 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
     With the course's days no longer fitting one 10-minute command, the two halves also run
     apart: `grading=False` runs only the notebooks, into gpu-notebooks.md/.json. `only` (days
     or exercises) verifies a part of the course, into gpu-verification-<only>.md/.json. `gpus`: the
-    notebooks run side by side, one on each of these GPUs of the host at a time (default: one)."""
+    gradings and the notebooks spread over these GPUs of the host, one check or notebook on each at a
+    time (default: one)."""
     out = Path(out)
     scope = Scope(only)
     if scope.check():
@@ -1000,9 +1034,9 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
         save()
         # Timed work runs alone on the GPU: the solutions first, then the stubs (correctness only),
         # then the notebooks.
-        report["grading"] = grade("solution", log, scope)
+        report["grading"] = grade("solution", log, scope, gpus)
         save()
-        report["grading"] += grade("stub", log, scope)
+        report["grading"] += grade("stub", log, scope, gpus)
         save()
     if notebooks:
         measurements = Path(tempfile.mkdtemp(prefix="nb-measure-")) / "measurements.jsonl"
