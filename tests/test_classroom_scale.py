@@ -336,3 +336,22 @@ def test_a_built_submission_travels_to_a_ray_task_whole(tmp_path):
     (tmp_path / "node").mkdir()
     on_node = Path(_module_on_node(tmp_path / "node", payload))
     assert (on_node / built.library.name).read_bytes() == built.library.read_bytes()
+
+
+def test_the_class_benchmark_gives_each_student_a_file_of_their_own(tmp_path):
+    # Builds and compute-sanitizer runs are cached by content: copies of one file would share them, and a
+    # benchmark of copies measures less than a class of 300 different submissions costs.
+    from grader import exercises
+    from grader.maintain.verify import _same_class, synthetic_class
+
+    for ex_id in ("day02.silu_and_mul", "day13.act_and_mul_template", "day14.decoder"):
+        ex = exercises.get(ex_id)
+        roster = synthetic_class(ex, 5, tmp_path / ex_id)
+        files = sorted((tmp_path / ex_id).glob(f"student*/{ex.day}/{ex.stub_path.name}"))
+        assert len(files) == 5 and len({f.read_text() for f in files}) == 5
+        assert roster["student00"] == "the solution" and roster["student01"] == "the stub"
+        assert files[0].read_text().startswith(ex.solution_path.read_text())
+        if ex_id == "day14.decoder":
+            compile(files[0].read_text(), str(files[0]), "exec")  # the line is a comment there too
+    # runs of copies, from before, are not the same class as runs of distinct files
+    assert not _same_class({"students": 42, "exercise": "e"}, {"students": 42, "exercise": "e", "distinct_sources": True})

@@ -721,28 +721,19 @@ def _markdown(report: dict) -> str:
 
 def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.silu_and_mul",
                     gpus: str | None = None, lanes: int = config.CLASS_LANES) -> int:
-    """Grade a synthetic class (copies of the solution, the stub and the known-wrong
-    submissions of tests/mutants/) on `gpus` ("all", N or "0,1") with a fresh build cache, and
+    """Grade a synthetic class (the solution, the stub and the known-wrong submissions of
+    tests/mutants/ in turn, each student's file its own: synthetic_class) on `gpus` ("all", N or "0,1") with a fresh build cache, and
     report how long it took: class-grading.md/json. Each GPU count's latest run is kept in the
     JSON ("runs"), so that a run on 1 GPU and one on 2 measure the scaling (and compare verdicts);
     the report projects a 300-student class over every exercise from them (projection())."""
     from .. import exercises
     from ..classroom import grade_class
-    from .selftest import mutants_for
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ex = exercises.get(exercise)
-    pool = [("the solution", ex.solution_path.read_text()), ("the stub", ex.stub_path.read_text())]
-    pool += [(f"mutant {m.name}", m.source()) for m in mutants_for(ex.id)]
     subs = Path(tempfile.mkdtemp(prefix="class-"))
-    roster = {}
-    for i in range(students):
-        what, text = pool[i % len(pool)]
-        dest = subs / f"student{i:02d}" / ex.day / f"{ex.name}.cu"
-        dest.parent.mkdir(parents=True)
-        dest.write_text(text)
-        roster[f"student{i:02d}"] = what
+    roster = synthetic_class(ex, students, subs)
     # Every run builds cold (as an instructor's first run does), so runs on 1 and N GPUs compare.
     os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
     # torch's precompiled header is made once per torch install, not per class: made here first, it
@@ -761,12 +752,14 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     shutil.rmtree(out / "class", ignore_errors=True)
     shutil.copytree(graded, out / "class", ignore=shutil.ignore_patterns(".work"))
     shutil.copy(graded / "class-summary.png", out / "class-summary.png")
-    run = {"students": students, "exercise": exercise, "gpus": timing.get("gpus", 1), "lanes": lanes, "seconds": total,
+    run = {"students": students, "exercise": exercise, "distinct_sources": True, "gpus": timing.get("gpus", 1),
+           "lanes": lanes, "seconds": total,
            "sanitize_s": sanitize_s, "stage_s": _stage_seconds(records), "timing": timing, "rows": rows,
            "roster": roster, "environment": _env_info()}
     previous = _class_runs(out / "class-grading.json")
-    runs = [r for r in previous if not (r["gpus"] == run["gpus"] and r["exercise"] == exercise
-                                        and r["students"] == students and r.get("lanes", 1) == lanes)] + [run]
+    # (runs of classes whose copies shared their builds, from before distinct_sources, measured less: dropped)
+    runs = [r for r in previous if r.get("distinct_sources") and not (
+        _same_class(r, run) and r["gpus"] == run["gpus"] and r.get("lanes", 1) == lanes)] + [run]
     report = dict(run, runs=sorted(runs, key=lambda r: (r.get("lanes", 1), r["gpus"])))
     (out / "class-grading.json").write_text(json.dumps(report, indent=1))
     md = class_report(out)
@@ -892,9 +885,39 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
             "rate_needed_overlapped_s": needed_overlapped}
 
 
+def synthetic_class(ex, students: int, subs: Path) -> dict[str, str]:
+    """A class of `students` under `subs` (STUDENT/DAY/<the exercise's file>): in turn the solution, the
+    stub and each known-wrong submission of tests/mutants. Returns who submitted what."""
+    from .selftest import mutants_for
+
+    pool = [("the solution", ex.solution_path.read_text()), ("the stub", ex.stub_path.read_text())]
+    pool += [(f"mutant {m.name}", m.source()) for m in mutants_for(ex.id)]
+    roster = {}
+    for i in range(students):
+        what, text = pool[i % len(pool)]
+        dest = subs / f"student{i:02d}" / ex.day / ex.stub_path.name
+        dest.parent.mkdir(parents=True)
+        # Each student's file its own, as in a real class: no build or compute-sanitizer run is shared
+        # (they are cached by content), so what a grading costs is measured whole.
+        dest.write_text(text + ("" if text.endswith("\n") else "\n") + _comment(dest.name, f"student{i:02d}: {what}") + "\n")
+        roster[f"student{i:02d}"] = what
+    return roster
+
+
 def _same_class(a: dict, b: dict) -> bool:
-    """Two class-benchmark runs of the same class: as many students, the same exercise."""
-    return a.get("students") == b.get("students") and a.get("exercise") == b.get("exercise")
+    """Two class-benchmark runs of the same class: as many students, the same exercise, each
+    student's file its own or copies sharing their builds alike."""
+    return (a.get("students") == b.get("students") and a.get("exercise") == b.get("exercise")
+            and bool(a.get("distinct_sources")) == bool(b.get("distinct_sources")))
+
+
+def _comment(filename: str, text: str) -> str:
+    """A line of comment in a learner's file of this kind (.cu, .py, a Jinja2 template)."""
+    if filename.endswith(".py"):
+        return f"# {text}"
+    if filename.endswith(".j2"):
+        return "{# " + text + " #}"
+    return f"// {text}"
 
 
 def _class_runs_from(report: dict) -> list[dict]:
