@@ -162,12 +162,14 @@ def run_on_side_stream(ex, mod, case, seed):
 
 
 def _fresh_outputs(ex, p, inputs):
-    """Outputs filled with NaN, so unwritten elements fail; in-place results are the inputs."""
+    """Outputs filled with NaN, so unwritten elements fail, each with guard bytes around it, so a store
+    outside it fails (guard.py); in-place results are the inputs."""
     import torch
 
     from ..spec import poison
+    from .guard import guard_outputs
 
-    outputs = ex.make_outputs(p, inputs)
+    outputs = guard_outputs(ex.make_outputs(p, inputs), poison)
     for t in outputs.values():
         poison(t)
     outputs.update({name: inputs[name] for name in ex.inplace})
@@ -199,6 +201,7 @@ def _tolerances(ex, p, names):
 
 def _judge(ex, p, inputs, before, outputs, expected):
     from .compare import compare, unchanged
+    from .guard import damage
     from .stats import compare_distribution
 
     tols = _tolerances(ex, p, expected)
@@ -223,6 +226,7 @@ def _judge(ex, p, inputs, before, outputs, expected):
         msg = unchanged(name, b, inputs[name])
         if msg:
             problems.append(msg)
+    problems += damage(outputs)
     if problems:
         return False, " | ".join(problems)
     return True, "; ".join(notes)
