@@ -75,15 +75,15 @@ def guarded(name: str, t, poison) -> tuple[object, Guard | None]:
     return out, Guard(name, buf.view(getattr(torch, _BITS[item])), pre, t.numel())
 
 
-def guard_outputs(outputs: dict, poison, skip=()) -> Outputs:
-    """Every output (but those in `skip`: in place, the inputs) moved into a guarded buffer."""
+def guard_outputs(outputs: dict, poison) -> Outputs:
+    """Every output moved into a guarded buffer, and `poison`ed: the buffer whole (the output and its
+    guards), or the output itself where it cannot be guarded."""
     guarded_outputs = Outputs()
     for name, t in outputs.items():
-        if name in skip:
-            guarded_outputs[name] = t
-            continue
         guarded_outputs[name], g = guarded(name, t, poison)
-        if g is not None:
+        if g is None:
+            poison(t)
+        else:
             guarded_outputs.guards[name] = g
     return guarded_outputs
 

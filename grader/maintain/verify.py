@@ -234,12 +234,13 @@ def grade(kind: str, log, scope: Scope, gpus: str | None = None) -> list[dict]:
                                    "first_failure": f"the grading on GPU {device} did not finish: {error}", "perf": [],
                                    "items": [], "gpu": device, "log": ""})
 
-        run_on_slots(devices, items, _grade_on_slot, on_done)
+        run_on_slots(devices, items, grade_row, on_done)
     return [done[item] for item in items]
 
 
-def grade_row(item: tuple[str, str]) -> dict:
-    """One (kind, exercise) of grade(), graded in this process: its report row."""
+def grade_row(item: tuple[str, str], context=None) -> dict:
+    """One (kind, exercise) of grade(), graded in this process (in a slot process of
+    classroom.slots.run_on_slots, pinned to its GPU, where `context` is its setup's: none): its report row."""
     from .. import exercises
     from ..check import check
 
@@ -253,11 +254,6 @@ def grade_row(item: tuple[str, str]) -> dict:
             "seconds": res.seconds, "first_failure": res.first_failure()[:400], "perf": [_perf_row(i) for i in res.performance()],
             "items": [i.__dict__ for i in res.items if i.status != "pass" or i.group in ("performance", "work")],
             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "log": "" if ok else str(res)}
-
-
-def _grade_on_slot(item, context=None) -> dict:
-    """grade_row in a slot process (classroom.slots.run_on_slots: pinned to its GPU)."""
-    return grade_row(item)
 
 
 def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | None = None) -> list[dict]:
