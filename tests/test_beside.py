@@ -80,11 +80,14 @@ def test_plot_falls_back_to_the_committed_report(monkeypatch, capsys):
 
     ex = exercises.get("day11.batch_decode")
     first = ex.perf_cases[0].label
-    rows = {beside.label(ex.id, first): {"solution": {"copy_ratio": 0.6}, "flashinfer": {"copy_ratio": 0.8}}}
+    # (the report machine's "yours" was its exercise file, not this learner's kernel: never drawn)
+    rows = {beside.label(ex.id, first): {"solution": {"copy_ratio": 0.6}, "flashinfer": {"copy_ratio": 0.8},
+                                         "yours": {"copy_ratio": 3.0}}}
     monkeypatch.setattr(nb, "reported", lambda label, what="": rows.get(label))
     monkeypatch.setattr(nb, "gpu_report", lambda: {"environment": {"gpu": "NVIDIA H200", "date": "2026-11-27 10:00"}})
     ax = beside.plot(ex.id)
     assert sorted(round(p.get_height(), 2) for p in ax.patches) == [0.6, 0.8]
+    assert "yours" not in [t.get_text() for t in ax.get_legend().get_texts()]
     assert "NVIDIA H200 on 2026-11-27" in capsys.readouterr().out
 
 
