@@ -144,28 +144,58 @@ def test_a_timing_whose_holder_died_holds_nothing_up(tmp_path):
 def test_a_process_that_does_not_pause_in_time_is_said_unresponsive_once_it_listens(tmp_path):
     """Its supervisor stops a grading that has not paused `limit` seconds after a timing asked (a
     hanging kernel would hold every timing on the GPU until its time limit): unresponsive() turns true
-    then, and not before; not for one that pauses, nor for one still starting (not yet listening)."""
+    then, and not before; not for one that pauses, nor for one still starting (not yet listening),
+    which the timing does not wait for."""
     gate = GpuGate(tmp_path / "gpu-0")
     (tmp_path / "hang").mkdir()
     hang = Supervised(gate, tmp_path / "hang")
+    # Its worker listens (it would say "paused" between two stretches of GPU work), but it is inside
+    # one that does not end.
+    (tmp_path / "hang" / LISTENING).write_text("1")
+    (tmp_path / "starting").mkdir()
+    starting = Supervised(gate, tmp_path / "starting")  # launched; Python and torch still loading
     ok = Process(gate, tmp_path / "ok", [], "ok")
     timing = Process(gate, tmp_path / "t", [], "t")
     t = threading.Thread(target=timing.work, args=("timing", 0.01), kwargs={"exclusive": True})
     t.start()
     time.sleep(0.1)
-    assert not hang.unresponsive(0.05)  # still starting: no worker listens yet
-    # Its worker listens now (it would say "paused" between two stretches of GPU work), but it is
-    # inside one that does not end.
-    (tmp_path / "hang" / LISTENING).write_text("1")
     assert not hang.unresponsive(0.15)  # asked just now
     time.sleep(0.2)
     assert hang.unresponsive(0.15)
+    assert not starting.unresponsive(0.05)  # still starting: no worker listens yet
     assert not ok.sup.unresponsive(0.15)  # it paused
-    hang.close()  # its supervisor stops it: the timing goes on
+    assert t.is_alive()  # held by the one that does not pause
+    hang.close()  # its supervisor stops it: the timing goes on (the starting one does not hold it)
     t.join(timeout=2)
     assert not t.is_alive()
+    starting.close()
     ok.close()
     timing.close()
+
+
+def test_a_process_still_starting_does_not_hold_a_timing_up_and_pauses_at_its_first_gpu_work(tmp_path):
+    """A grading process is registered when it is launched, seconds before it can answer a pause
+    (Python, torch's import). It has not touched the GPU then, so a timing does not wait for it; the
+    pause is asked in its folder all the same, and its first stretch of GPU work waits for the timing."""
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    (tmp_path / "late").mkdir()
+    late_sup = Supervised(gate, tmp_path / "late")
+    a = Process(gate, tmp_path / "a", log, "a")
+    t0 = time.monotonic()
+    t = threading.Thread(target=a.work, args=("timing", 0.5, True))
+    t.start()
+    time.sleep(0.25)
+    late = WorkerGate(tmp_path / "late", True)  # its worker starts, the timing running
+    with late.busy():  # its first stretch of GPU work (the CUDA context)
+        log.append(("late", "first work", time.monotonic(), time.monotonic()))
+    t.join()
+    timing = next(e for e in log if e[1] == "timing")
+    first = next(e for e in log if e[0] == "late")
+    assert timing[2] - t0 < 0.15, "the timing waited for a process that had not started"
+    assert first[2] >= timing[3], "a process's first GPU work ran beside a timing"
+    assert late.paused_s > 0.1
+    late_sup.close()
+    a.close()
 
 
 def test_a_call_of_the_learners_code_is_written_down_for_its_supervisor_gate_or_not(tmp_path):

@@ -4,7 +4,8 @@ Class grading may run several gradings side by side on one GPU (`--lanes`): the 
 compute-sanitizer and the profilers need the GPU but not a quiet one; the timing needs it alone. The
 gate gives every timing that. Before a timing starts, each other process grading on that GPU is paused
 between two stretches of its GPU work (it finishes the case it is in, synchronizes, says so and
-waits); a process that cannot pause (ncu) is waited for, and none starts until the timing ends. Time a
+waits); one still starting (before its first GPU work) is not waited for: its first stretch finds
+the pause asked; a process that cannot pause (ncu) is waited for, and none starts until the timing ends. Time a
 process spends paused, or waiting for its turn to time, is not charged to its time limit (supervise.py).
 A submission that never pauses (a kernel that hangs inside a case) delays the others' timings until its
 supervisor stops it, config.GATE_PAUSE_LIMIT_S after the pause was asked (class grading then grades it
@@ -52,6 +53,13 @@ def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def _paused_or_not_started(folder: Path, token: str) -> bool:
+    """A pausable process a timing need not wait for: paused for it, or not yet listening (still
+    starting: Python, torch's import; it has not touched the GPU, and its first busy() finds the pause
+    already asked). Waiting for those cost every timing seconds of other processes' start."""
+    return _read(folder / PAUSED) == token or not (folder / LISTENING).exists()
 
 
 def _unlink(path: Path) -> None:
@@ -138,7 +146,7 @@ class GpuGate:
         while others and alive():
             registered = set(self._entries())
             others = {e: v for e, v in others.items() if e in registered and
-                      not (v["pausable"] and _read(Path(v["folder"]) / PAUSED) == token)}
+                      not (v["pausable"] and _paused_or_not_started(Path(v["folder"]), token))}
             time.sleep(POLL_S)
         return fd, token
 

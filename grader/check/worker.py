@@ -468,19 +468,25 @@ def main(cfg: dict) -> int:
     from .. import exercises
 
     ex = exercises.get(cfg["exercise"])
+    # Class grading's lanes share a GPU: each stretch of GPU work between pauses, the timing with the
+    # GPU alone (gate.py). From here on this process answers pauses; before, it has not touched the GPU
+    # (a timing does not wait for a process still importing torch: it pauses at its first busy()).
+    global _GATE, _SHARED_POISON
+    gate = _GATE = WorkerGate(os.path.dirname(os.path.abspath(cfg["results"])), bool(cfg.get("gate")))
     try:
-        mod = load_submission(ex, cfg)
-        if torch.cuda.is_available():
-            torch.cuda.init()
+        with gate.busy():  # the CUDA context is made here (or was, in a process started early)
+            mod = load_submission(ex, cfg)
+            if torch.cuda.is_available():
+                torch.cuda.init()
     except Exception as e:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
-    global _SHARED_POISON
     # (not under compute-sanitizer, which checks the learner's accesses itself and would instrument it)
     if ex.poison_shared_memory and torch.cuda.is_available() and not cfg.get("cpu_only") and not cfg.get("max_case_bytes"):
         from .poison import SharedMemoryPoison
 
-        _SHARED_POISON = SharedMemoryPoison()
+        with gate.busy():
+            _SHARED_POISON = SharedMemoryPoison()
         if _SHARED_POISON.why_not:
             emit(group="work", name=POISON_ROW, status="skip",
                  detail=f"skipped: could not fill shared memory with NaN before each call here ({_SHARED_POISON.why_not}): "
@@ -490,9 +496,6 @@ def main(cfg: dict) -> int:
     # way, so that the collection after each case looks at that case's objects alone (34 ms -> ~0).
     gc.collect()
     gc.freeze()
-    # Class grading's lanes share a GPU: each case between pauses, the timing with the GPU alone (gate.py).
-    global _GATE
-    gate = _GATE = WorkerGate(os.path.dirname(os.path.abspath(cfg["results"])), bool(cfg.get("gate")))
     if ex.module_checks is not None:
         emit(event="start", name="module checks")
         try:
