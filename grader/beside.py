@@ -149,11 +149,15 @@ def _max_rel_diff(a, b) -> float:
 
 
 def modules(exercise_id: str, result=None) -> dict:
-    """{"solution": module, "yours": module}, built from solutions/ and from your exercise file. Yours
-    runs here in the notebook's own process, where a crash would end it, so it is left out (and the
-    reason said) unless `result`, the grader's check of it, ran every correctness case and passed."""
+    """{"solution": module, "yours": module}: the solution, and the file `result` (the grader's check
+    above) judged. Yours runs here in the notebook's own process, where a crash would end it, so it is
+    left out (and the reason said) unless that check ran every correctness case and passed; and when
+    the check judged the solution itself (COURSE_USE_SOLUTIONS=1, as the GPU verification runs the
+    notebooks), there is no file of yours to time: the untouched exercise file would be timed as
+    "yours" (an unfinished sampler returns at once, 20x "faster" than FlashInfer)."""
     from . import exercises
     from .build import BuildError, build
+    from .toolchain import ROOT
 
     ex = exercises.get(exercise_id)
     mods = {"solution": build([ex.solution_path], name=f"{ex.day}_{ex.name}_solution", quiet=True).module}
@@ -162,10 +166,15 @@ def modules(exercise_id: str, result=None) -> dict:
         why = "no check of it was given" if result is None else "the check above did not pass all its correctness cases"
         print(f"Your {ex.stub_path.name} is left out ({why}): only the solution runs beside FlashInfer.")
         return mods
+    judged = (ROOT / result.source).resolve()  # (display_path: relative to the course, or absolute)
+    if judged == ex.solution_path.resolve():
+        print(f"The check above judged the reference solution ({result.source}), not a file of yours: "
+              "only the solution runs beside FlashInfer.")
+        return mods
     try:
-        mods["yours"] = build([ex.stub_path], name=f"{ex.day}_{ex.name}", quiet=True).module
+        mods["yours"] = build([judged], name=f"{ex.day}_{ex.name}", quiet=True).module
     except BuildError as e:
-        print(f"Your {ex.stub_path.name} does not build, so only the solution runs beside FlashInfer: {e}")
+        print(f"Your {judged.name} does not build, so only the solution runs beside FlashInfer: {e}")
     return mods
 
 

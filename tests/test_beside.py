@@ -126,3 +126,15 @@ def test_your_kernel_runs_beside_flashinfer_only_after_its_check_passed(monkeypa
     passed.add("correctness", "fp16 tokens=1 d=8", "pass")
     assert list(beside.modules("day02.silu_and_mul", passed)) == ["solution", "yours"]
     assert built[-2:] == ["silu_and_mul.cu", "silu_and_mul.cu"]  # solutions/day02 and kernels/day02
+    # What the check judged is what runs as yours: a file elsewhere, by its absolute path ...
+    elsewhere = Result("day02.silu_and_mul", "/tmp/alice/silu_and_mul_v2.cu", "gpu")
+    elsewhere.add("correctness", "fp16 tokens=1 d=8", "pass")
+    assert list(beside.modules("day02.silu_and_mul", elsewhere)) == ["solution", "yours"]
+    assert built[-1] == "silu_and_mul_v2.cu"
+    # ... and never the untouched exercise file when the check judged the solution (the GPU
+    # verification's notebook run, COURSE_USE_SOLUTIONS=1): it was timed as "yours" there.
+    solution = Result("day02.silu_and_mul", "solutions/day02/silu_and_mul.cu", "gpu")
+    solution.add("correctness", "fp16 tokens=1 d=8", "pass")
+    capsys.readouterr()
+    assert list(beside.modules("day02.silu_and_mul", solution)) == ["solution"]
+    assert "judged the reference solution" in capsys.readouterr().out
