@@ -118,3 +118,53 @@ def test_a_figure_the_worker_marked_invalid_stays_out_of_the_gradebook_and_the_s
         res.add(item["group"], item["name"], item["status"], item["detail"], item["metrics"])
         points[student] = score(res, exercises.get("day01.scale_add"))
     assert points["honest"] - points["stale"] == 25  # the whole performance share
+
+
+def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_grades(monkeypatch):
+    """Each lane's next pair of grading processes (torch, the CUDA context, CUPTI: seconds) starts
+    while it grades the submission before: the first grading starts its own, each later one takes
+    the pair started for it, unless it was started for other options or has ended meanwhile."""
+    from grader import exercises
+    from grader.check import Prepared, Result, RunOptions
+    from grader.classroom import grade
+
+    started = []
+
+    class Warm:
+        def __init__(self, opts, profiler=False):
+            self.opts, self.profiler, self.discarded = opts, profiler, False
+            self.proc = self
+            self.code = None
+            started.append(self)
+
+        def poll(self):
+            return self.code
+
+        def discard(self):
+            self.discarded = True
+
+    monkeypatch.setattr(grade, "WarmWorker", Warm)
+    monkeypatch.setattr(grade, "_NEXT", None)
+    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    ex = exercises.get("day02.silu_and_mul")
+    built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
+    opts = RunOptions(runtime_root="/rt", hide=("/subs",))
+    assert grade._warm_pair(ex, built, opts) is None  # the first: its own processes
+    first = started[-2:]
+    assert [w.profiler for w in first] == [False, True]
+    assert grade._warm_pair(ex, built, opts) == tuple(first)  # the next takes them, and starts a pair
+    second = started[-2:]
+    assert second != first and not any(w.discarded for w in second)
+    assert grade._warm_pair(ex, built, RunOptions(runtime_root="/other")) is None  # other options
+    assert all(w.discarded for w in second)
+    third = started[-2:]
+    third[0].code = -9  # one of them ended meanwhile
+    assert grade._warm_pair(ex, built, RunOptions(runtime_root="/other")) is None
+    assert all(w.discarded for w in third)
+    # Nothing to run (it did not build), or a run under compute-sanitizer: the pair waits for the next.
+    waiting = grade._NEXT
+    assert grade._warm_pair(ex, Prepared(Result(ex.id, "s", "gpu")), opts) is None
+    assert grade._warm_pair(ex, built, RunOptions(runtime_root="/other", sanitize="memcheck")) is None
+    assert grade._NEXT is waiting
+    grade._discard_next()
+    assert grade._NEXT is None and all(w.discarded for w in waiting[1])

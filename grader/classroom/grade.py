@@ -45,6 +45,7 @@ from pathlib import Path
 from .. import config, toolchain
 from .. import exercises as _exercises
 from ..check import Prepared, Result, RunOptions, prepare, run, sandbox
+from ..check.supervise import WarmWorker
 from ..check.gate import GpuGate
 from .reports import score, write_reports
 from .slots import Later, resolve_gpus, run_on_slots, slot_gate
@@ -91,6 +92,46 @@ def calibrate_all(runtime: str, exercise_ids: list[str]) -> dict:
     return {ex_id: _calibrate(runtime, ex_id) for ex_id in exercise_ids}
 
 
+# This lane's grading processes for its next submission, started while it grades the one before:
+# Python, torch, the CUDA context and CUPTI's start cost every grading seconds of its lane otherwise
+# (the class benchmark at 95a43a0: 3.5 s of process start and 3.8 s of profiler per grading).
+_NEXT: tuple | None = None  # (what they were started for: _warm_key(opts), (WarmWorker, WarmWorker))
+
+
+def _warm_key(opts: RunOptions) -> tuple:
+    return opts.runtime_root, tuple(opts.hide)
+
+
+def _warm_pair(ex, prep: Prepared, opts: RunOptions):
+    """The two grading processes (pipeline.run's `warm`) started for this lane's next submission, if
+    this one can use them (they are started for the next one now); None to start its own."""
+    global _NEXT
+    if ex.learner_file == "python" or not prep.module_dir or prep.cpu_only or opts.sanitize \
+            or not toolchain.gpu_present():
+        return None
+    if _NEXT is None:
+        import multiprocessing.util
+
+        multiprocessing.util.Finalize(None, _discard_next, exitpriority=10)  # at the slot process's end
+    ready, key = _NEXT, _warm_key(opts)
+    _NEXT = (key, (WarmWorker(opts), WarmWorker(opts, profiler=True)))
+    if ready is None:
+        return None
+    if ready[0] != key or any(w.proc.poll() is not None for w in ready[1]):  # (not for these options, or ended)
+        for w in ready[1]:
+            w.discard()
+        return None
+    return ready[1]
+
+
+def _discard_next() -> None:
+    global _NEXT
+    if _NEXT is not None:
+        for w in _NEXT[1]:
+            w.discard()
+        _NEXT = None
+
+
 def grade_one(item, calibration: dict | None) -> dict:
     """One (student, exercise) graded where this runs (a slot process pinned to its GPU, or a Ray
     task holding one): the prepared submission run in its isolated process with this GPU's
@@ -107,7 +148,12 @@ def grade_one(item, calibration: dict | None) -> dict:
                              time.perf_counter() - t1)
         return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
     untouched = copy.deepcopy(prep) if gate else None
-    run(ex, prep, replace(opts, gate=gate))
+    warm = _warm_pair(ex, prep, opts)
+    try:
+        run(ex, prep, replace(opts, gate=gate), warm)
+    finally:
+        for w in warm or ():
+            w.discard()
     if gate and prep.timed_out:
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
         # (the GPU shares its time between the processes): a time limit reached there is not a verdict.
