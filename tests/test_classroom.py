@@ -121,9 +121,10 @@ def test_a_figure_the_worker_marked_invalid_stays_out_of_the_gradebook_and_the_s
 
 
 def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_grades(monkeypatch):
-    """Each lane's next pair of grading processes (torch, the CUDA context, CUPTI: seconds) starts
-    while it grades the submission before: the first grading starts its own, each later one takes
-    the pair started for it, unless it was started for other options or has ended meanwhile."""
+    """Each lane's next grading processes (torch, the CUDA context, CUPTI, compute-sanitizer: seconds)
+    start while it grades the submission before: the first grading starts its own, each later one
+    takes those started for it, unless they were started for other options or have ended meanwhile;
+    a compute-sanitizer process waits until a grading uses it (not where the verdict was cached)."""
     from grader import exercises
     from grader.check import Prepared, Result, RunOptions
     from grader.classroom import grade
@@ -131,8 +132,8 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     started = []
 
     class Warm:
-        def __init__(self, opts, profiler=False):
-            self.opts, self.profiler, self.discarded = opts, profiler, False
+        def __init__(self, opts, profiler=False, sanitize=None):
+            self.profiler, self.sanitize, self.discarded, self.used = profiler, sanitize, False, False
             self.proc = self
             self.code = None
             started.append(self)
@@ -144,27 +145,41 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
             self.discarded = True
 
     monkeypatch.setattr(grade, "WarmWorker", Warm)
-    monkeypatch.setattr(grade, "_NEXT", None)
+    monkeypatch.setattr(grade, "_NEXT", {})
     monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
     ex = exercises.get("day02.silu_and_mul")
     built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
-    opts = RunOptions(runtime_root="/rt", hide=("/subs",))
-    assert grade._warm_pair(ex, built, opts) is None  # the first: its own processes
-    first = started[-2:]
-    assert [w.profiler for w in first] == [False, True]
-    assert grade._warm_pair(ex, built, opts) == tuple(first)  # the next takes them, and starts a pair
-    second = started[-2:]
-    assert second != first and not any(w.discarded for w in second)
-    assert grade._warm_pair(ex, built, RunOptions(runtime_root="/other")) is None  # other options
-    assert all(w.discarded for w in second)
-    third = started[-2:]
-    third[0].code = -9  # one of them ended meanwhile
-    assert grade._warm_pair(ex, built, RunOptions(runtime_root="/other")) is None
-    assert all(w.discarded for w in third)
-    # Nothing to run (it did not build), or a run under compute-sanitizer: the pair waits for the next.
-    waiting = grade._NEXT
-    assert grade._warm_pair(ex, Prepared(Result(ex.id, "s", "gpu")), opts) is None
-    assert grade._warm_pair(ex, built, RunOptions(runtime_root="/other", sanitize="memcheck")) is None
-    assert grade._NEXT is waiting
+    opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck", "racecheck"))
+
+    def grading(prep, options):
+        pair, sanitizers = grade._warm_processes(ex, prep, options)
+        for w in sanitizers.values():
+            w.used = True  # (run() takes them: run_worker marks what it used)
+        grade._after_run(prep, options, pair, sanitizers)
+        return pair, sanitizers
+
+    assert grading(built, opts) == (None, {})  # the first: its own processes
+    first = started[:3]
+    assert [(w.profiler, w.sanitize) for w in first] == [(False, None), (True, None), (False, "memcheck")]
+    pair, sanitizers = grading(built, opts)  # the next takes them (no racecheck: no shared memory)
+    assert pair == tuple(first[:2]) and sanitizers == {"memcheck": first[2]}
+    assert all(w.discarded for w in first) and not any(w.discarded for w in started[3:])
+    waiting = grade._NEXT["sanitizers"]["memcheck"]
+    # A cached verdict (or a run that was not clean) leaves the compute-sanitizer process for the next.
+    pair, sanitizers = grade._warm_processes(ex, built, opts)
+    assert sanitizers == {"memcheck": waiting}
+    grade._after_run(built, opts, pair, sanitizers)
+    assert grade._NEXT["sanitizers"]["memcheck"] is waiting and not waiting.discarded
+    # Started for other options, or ended meanwhile: not used, discarded.
+    kept = grade._NEXT
+    assert grading(built, RunOptions(runtime_root="/other")) == (None, {})
+    assert all(w.discarded for w in [*kept["pair"], waiting])
+    grade._NEXT["pair"][0].code = -9
+    assert grading(built, RunOptions(runtime_root="/other"))[0] is None
+    # Nothing to run (it did not build), or a run under compute-sanitizer: what waits keeps waiting.
+    kept = grade._NEXT
+    assert grading(Prepared(Result(ex.id, "s", "gpu")), opts) == (None, {})
+    assert grading(built, RunOptions(runtime_root="/other", sanitize="memcheck")) == (None, {})
+    assert grade._NEXT is kept and not any(w.discarded for w in kept["pair"])
     grade._discard_next()
-    assert grade._NEXT is None and all(w.discarded for w in waiting[1])
+    assert grade._NEXT == {} and all(w.discarded for w in kept["pair"])

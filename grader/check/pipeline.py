@@ -254,12 +254,14 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
 
 
 def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, WarmWorker] | None = None,
-        ncu_run=None) -> Result:
+        ncu_run=None, warm_sanitizers: dict | None = None) -> Result:
     """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
     clean, the small cases under opts.sanitizers, and ncu's bank-conflict count. `warm`: two
     processes started beforehand, one for everything but the "kernels launched" check, then one
     for that check (its profiler must not slow the others). `ncu_run`: the bank-conflict count's
-    process, started beforehand (_start_bank_conflict_run); the caller cancels it if it is not used."""
+    process, started beforehand (_start_bank_conflict_run); the caller cancels it if it is not used.
+    `warm_sanitizers`: {tool: WarmWorker(sanitize=tool)} started beforehand, taken if that tool runs
+    (the caller discards what was used: WarmWorker.used)."""
     if prep.module_dir and prep.cpu_only:  # no GPU: a Python module's own checks, nothing else
         run_worker(ex, prep, opts)
     elif prep.module_dir:
@@ -275,7 +277,7 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
             if ran_clean:  # never sanitize or profile a hanging or crashing kernel
                 for tool in opts.sanitizers:
                     if tool == "memcheck" or prep.uses_shared_memory:
-                        sanitizer_stage(ex, prep, opts, tool)
+                        sanitizer_stage(ex, prep, opts, tool, (warm_sanitizers or {}).get(tool))
                 if ex.max_bank_conflicts is not None:
                     t0 = time.perf_counter()
                     # ncu cannot pause between cases: no timing runs beside it (class grading's lanes)
@@ -293,10 +295,11 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
 SHARED_OPCODES = ("LDS", "STS", "BAR", "ATOMS", "LDSM")
 
 
-def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str) -> None:
+def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str, warm: WarmWorker | None = None) -> None:
     """The small cases once more under compute-sanitizer `tool`, one seed, and its verdict as a
     work check. Cached per build (a hash of the source, headers, flags and torch) and exercise
-    spec, so a class of identical submissions pays once; the seconds it cost are in its metrics."""
+    spec, so a class of identical submissions pays once; the seconds it cost are in its metrics.
+    `warm`: a process already started under that tool (not used where the verdict is cached)."""
     name = f"compute-sanitizer {tool}"
     spec_hash = hashlib.sha256(ex.spec_path.read_bytes()).hexdigest()[:12]
     cached = toolchain.cache_dir() / "sanitizer" / f"{prep.module_name}-{ex.id}-{spec_hash}-{tool}.json"
@@ -308,7 +311,7 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str) -
     scratch = Result(ex.id, prep.result.source, prep.result.mode)
     sub = replace(opts, seeds=opts.seeds[:1], perf=False, sanitize=tool, sanitizers=(), calibrated=None,
                   timeout=config.SANITIZER_TIMEOUT_FACTOR * (opts.timeout or ex.timeout_s))
-    run_worker(ex, prep, sub, scratch)
+    run_worker(ex, prep, sub, scratch, warm=warm)
     seconds = time.perf_counter() - t0
     verdict = next((i for i in scratch.items if i.name == name), None)
     if verdict is None:  # it hung or died under the sanitizer: say what the run said

@@ -114,15 +114,22 @@ class WarmWorker:
     file. Nothing submitted exists when it starts; it gets the built module as a copy in its own
     scratch folder, the one folder it may write (sandbox.py). `profiler`: it also runs the profiler's
     first session (CUPTI's start, ~4 s), for the "kernels launched" check alone: CUPTI, once started,
-    stays in the process and slows every later launch (the cases ran 2-3x slower after it)."""
+    stays in the process and slows every later launch (the cases ran 2-3x slower after it).
+    `sanitize`: it runs under that compute-sanitizer tool, for the small cases' run under it (class
+    grading's lanes start one while the submission before is graded). `used`: run_worker took it."""
 
-    def __init__(self, opts: RunOptions, profiler: bool = False):
+    def __init__(self, opts: RunOptions, profiler: bool = False, sanitize: str | None = None):
         self.tmp = Path(tempfile.mkdtemp(prefix="grader-"))
         self.config = self.tmp / "config.json"
         self.log = open(self.tmp / "output.log", "wb")
+        self.sanitize, self.used = sanitize, False
         wait = ["--wait-profiler" if profiler else "--wait", str(self.config)]
-        argv, env = isolate([sys.executable, "-m", "grader.check.worker", *wait],
-                            toolchain.subprocess_env(opts.runtime_root), str(self.tmp),
+        env = toolchain.subprocess_env(opts.runtime_root)
+        prefix = []
+        if sanitize:
+            env.update(SANITIZER_ENV)
+            prefix = _sanitizer_prefix(sanitize)
+        argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", *wait], env, str(self.tmp),
                             readable=[opts.runtime_root], hide=opts.hide)
         # stdin: a pipe this process holds open; the worker ends at its end of file (worker.wait_for)
         self.proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdin=subprocess.PIPE, stdout=self.log,
@@ -163,8 +170,11 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
         env = toolchain.subprocess_env(opts.runtime_root)
-        if opts.sanitize:  # one cudaMalloc per tensor, so memcheck sees every overrun (the caching
-            env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # allocator hides them inside its blocks)
+        if opts.sanitize:
+            env.update(SANITIZER_ENV)
+        if warm is not None:
+            assert warm.sanitize == opts.sanitize, "a grading process started for another run"
+            warm.used = True
         limit = opts.timeout or ex.timeout_s
         run_limit = run_limit_s(ex, opts)
         timed_out = over_memory = unpaused = stuck = False
@@ -266,6 +276,11 @@ def run_limit_s(ex: Exercise, opts: RunOptions) -> float | None:
         return None
     limit = ex.run_limit_s * (config.SANITIZER_TIMEOUT_FACTOR if opts.sanitize else 1)
     return min(limit, opts.timeout or ex.timeout_s)
+
+
+# One cudaMalloc per tensor under compute-sanitizer, so memcheck sees every overrun (the caching
+# allocator hides them inside its blocks).
+SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
 
 def _sanitizer_prefix(tool: str) -> list[str]:

@@ -94,42 +94,72 @@ def calibrate_all(runtime: str, exercise_ids: list[str]) -> dict:
 
 # This lane's grading processes for its next submission, started while it grades the one before:
 # Python, torch, the CUDA context and CUPTI's start cost every grading seconds of its lane otherwise
-# (the class benchmark at 95a43a0: 3.5 s of process start and 3.8 s of profiler per grading).
-_NEXT: tuple | None = None  # (what they were started for: _warm_key(opts), (WarmWorker, WarmWorker))
+# (the class benchmark at 95a43a0: 3.5 s of process start, 3.8 s of profiler and 2.2 s of memcheck
+# per grading). "key": the options they were started for; "pair": pipeline.run's `warm`;
+# "sanitizers": {tool: WarmWorker(sanitize=tool)}, each waiting until a grading uses it.
+_NEXT: dict = {}
 
 
 def _warm_key(opts: RunOptions) -> tuple:
     return opts.runtime_root, tuple(opts.hide)
 
 
-def _warm_pair(ex, prep: Prepared, opts: RunOptions):
-    """The two grading processes (pipeline.run's `warm`) started for this lane's next submission, if
-    this one can use them (they are started for the next one now); None to start its own."""
+def _alive(w) -> bool:
+    return w.proc.poll() is None
+
+
+def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None, dict]:
+    """(pipeline.run's `warm`, its `warm_sanitizers`): the processes started for this lane's next
+    submission, where this one can use them (a new pair is started for the next one now);
+    (None, {}) to start its own."""
     global _NEXT
     if ex.learner_file == "python" or not prep.module_dir or prep.cpu_only or opts.sanitize \
             or not toolchain.gpu_present():
-        return None
-    if _NEXT is None:
+        return None, {}
+    if not _NEXT:
         import multiprocessing.util
 
         multiprocessing.util.Finalize(None, _discard_next, exitpriority=10)  # at the slot process's end
-    ready, key = _NEXT, _warm_key(opts)
-    _NEXT = (key, (WarmWorker(opts), WarmWorker(opts, profiler=True)))
-    if ready is None:
-        return None
-    if ready[0] != key or any(w.proc.poll() is not None for w in ready[1]):  # (not for these options, or ended)
-        for w in ready[1]:
+    key = _warm_key(opts)
+    if _NEXT.get("key") != key:  # (started for other options)
+        _discard_next()
+    pair, sanitizers = _NEXT.get("pair"), _NEXT.get("sanitizers", {})
+    _NEXT = {"key": key, "pair": (WarmWorker(opts), WarmWorker(opts, profiler=True)), "sanitizers": {}}
+    if pair is not None and not all(_alive(w) for w in pair):  # one has ended meanwhile
+        _discard(pair)
+        pair = None
+    _discard([w for w in sanitizers.values() if not _alive(w)])
+    return pair, {tool: w for tool, w in sanitizers.items() if _alive(w)}
+
+
+def _after_run(prep: Prepared, opts: RunOptions, pair, sanitizers: dict) -> None:
+    """The pair is spent. A compute-sanitizer process that was not used waits for the next submission;
+    one that was is started again for it (the tools this one needed)."""
+    _discard(pair or ())
+    waiting = _NEXT.get("sanitizers")
+    if waiting is None:  # (no processes kept for this lane)
+        _discard(sanitizers.values())
+        return
+    for tool, w in sanitizers.items():
+        if w.used or tool in waiting:
             w.discard()
-        return None
-    return ready[1]
+        else:
+            waiting[tool] = w
+    for tool in opts.sanitizers:
+        if tool not in waiting and (tool == "memcheck" or prep.uses_shared_memory) and prep.module_dir:
+            waiting[tool] = WarmWorker(opts, sanitize=tool)
+
+
+def _discard(workers) -> None:
+    for w in workers:
+        w.discard()
 
 
 def _discard_next() -> None:
     global _NEXT
-    if _NEXT is not None:
-        for w in _NEXT[1]:
-            w.discard()
-        _NEXT = None
+    _discard(_NEXT.get("pair") or ())
+    _discard(_NEXT.get("sanitizers", {}).values())
+    _NEXT = {}
 
 
 def grade_one(item, calibration: dict | None) -> dict:
@@ -148,12 +178,11 @@ def grade_one(item, calibration: dict | None) -> dict:
                              time.perf_counter() - t1)
         return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
     untouched = copy.deepcopy(prep) if gate else None
-    warm = _warm_pair(ex, prep, opts)
+    warm, sanitizers = _warm_processes(ex, prep, opts)
     try:
-        run(ex, prep, replace(opts, gate=gate), warm)
+        run(ex, prep, replace(opts, gate=gate), warm, warm_sanitizers=sanitizers)
     finally:
-        for w in warm or ():
-            w.discard()
+        _after_run(prep, opts, warm, sanitizers)
     if gate and prep.timed_out:
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
         # (the GPU shares its time between the processes): a time limit reached there is not a verdict.
