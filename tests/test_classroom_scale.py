@@ -271,7 +271,7 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
     GpuGate(gate)
     calls = []
 
-    def fake_run(ex, prep, opts):
+    def fake_run(ex, prep, opts, warm=None, warm_sanitizers=None):
         alone = (gate / "timing").exists()  # the gate's turn is held: every other process paused
         calls.append((opts.gate, alone))
         if opts.gate:
