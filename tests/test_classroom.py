@@ -183,3 +183,36 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     assert grade._NEXT is kept and not any(w.discarded for w in kept["pair"])
     grade._discard_next()
     assert grade._NEXT == {} and all(w.discarded for w in kept["pair"])
+
+
+def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
+    """A process that cannot be started ahead (a full process table, a sandbox that fails) costs
+    nothing but the head start: the grading starts its own, and nothing is left half started."""
+    from grader import exercises
+    from grader.check import Prepared, Result, RunOptions
+    from grader.classroom import grade
+
+    started = []
+
+    class Warm:
+        def __init__(self, opts, profiler=False, sanitize=None):
+            if profiler or sanitize:
+                raise OSError("Resource temporarily unavailable")
+            self.discarded = False
+            started.append(self)
+
+        def discard(self):
+            self.discarded = True
+
+    monkeypatch.setattr(grade, "WarmWorker", Warm)
+    monkeypatch.setattr(grade, "_NEXT", {})
+    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    ex = exercises.get("day02.silu_and_mul")
+    built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
+    opts = RunOptions(runtime_root="/rt", sanitizers=("memcheck",))
+    for _ in range(2):
+        pair, sanitizers = grade._warm_processes(ex, built, opts)
+        assert (pair, sanitizers) == (None, {})
+        grade._after_run(built, opts, pair, sanitizers)
+    assert started and all(w.discarded for w in started)  # the first of each pair, stopped at once
+    assert grade._NEXT == {"key": grade._warm_key(opts), "pair": None, "sanitizers": {}}

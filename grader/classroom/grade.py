@@ -124,7 +124,11 @@ def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None,
     if _NEXT.get("key") != key:  # (started for other options)
         _discard_next()
     pair, sanitizers = _NEXT.get("pair"), _NEXT.get("sanitizers", {})
-    _NEXT = {"key": key, "pair": (WarmWorker(opts), WarmWorker(opts, profiler=True)), "sanitizers": {}}
+    first = _started(opts, profiler=False)
+    second = _started(opts, profiler=True) if first is not None else None
+    if first is not None and second is None:
+        first.discard()
+    _NEXT = {"key": key, "pair": (first, second) if second is not None else None, "sanitizers": {}}
     if pair is not None and not all(_alive(w) for w in pair):  # one has ended meanwhile
         _discard(pair)
         pair = None
@@ -147,7 +151,17 @@ def _after_run(prep: Prepared, opts: RunOptions, pair, sanitizers: dict) -> None
             waiting[tool] = w
     for tool in opts.sanitizers:
         if tool not in waiting and (tool == "memcheck" or prep.uses_shared_memory) and prep.module_dir:
-            waiting[tool] = WarmWorker(opts, sanitize=tool)
+            w = _started(opts, sanitize=tool)
+            if w is not None:
+                waiting[tool] = w
+
+
+def _started(opts: RunOptions, **kind):
+    """A WarmWorker, or None where it cannot start (the grading then starts its own, as ever)."""
+    try:
+        return WarmWorker(opts, **kind)
+    except Exception:  # (a process that cannot start now fails the grading's own start, saying why)
+        return None
 
 
 def _discard(workers) -> None:
