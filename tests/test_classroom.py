@@ -174,6 +174,10 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     kept = grade._NEXT
     assert grading(built, RunOptions(runtime_root="/other")) == (None, {})
     assert all(w.discarded for w in [*kept["pair"], waiting])
+    kept = grade._NEXT
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a Ray worker's next task, on another GPU
+    assert grading(built, RunOptions(runtime_root="/other")) == (None, {})
+    assert all(w.discarded for w in kept["pair"])
     grade._NEXT["pair"][0].code = -9
     assert grading(built, RunOptions(runtime_root="/other"))[0] is None
     # Nothing to run (it did not build), or a run under compute-sanitizer: what waits keeps waiting.

@@ -101,7 +101,9 @@ _NEXT: dict = {}
 
 
 def _warm_key(opts: RunOptions) -> tuple:
-    return opts.runtime_root, tuple(opts.hide)
+    """What processes started ahead were started for: the options they were isolated with, and the
+    GPU they see (a Ray worker process may run its next task on another of its node's GPUs)."""
+    return opts.runtime_root, tuple(opts.hide), os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 def _alive(w) -> bool:
