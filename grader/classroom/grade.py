@@ -187,18 +187,21 @@ def grade_one(item, calibration: dict | None) -> dict:
     t1 = time.perf_counter()
     opts = replace(opts, calibrated=(calibration or {}).get(ex_id))
     gate = slot_gate()
-    if gate and item[6:] == (ALONE,):  # graded once more, with the GPU to itself: only this run counts
-        with GpuGate(gate).alone():
-            run(ex, prep, opts)
+    alone = bool(gate) and item[6:] == (ALONE,)  # graded once more, with the GPU to itself: only this run counts
+    untouched = copy.deepcopy(prep) if gate and not alone else None
+    warm, sanitizers = _warm_processes(ex, prep, opts)  # (the alone run's window is shorter by their start)
+    try:
+        if alone:
+            with GpuGate(gate).alone():
+                run(ex, prep, opts, warm, warm_sanitizers=sanitizers)
+        else:
+            run(ex, prep, replace(opts, gate=gate), warm, warm_sanitizers=sanitizers)
+    finally:
+        _after_run(prep, opts, warm, sanitizers)
+    if alone:
         prep.result.add_time("graded again with the GPU alone (a time limit reached beside other gradings)",
                              time.perf_counter() - t1)
         return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
-    untouched = copy.deepcopy(prep) if gate else None
-    warm, sanitizers = _warm_processes(ex, prep, opts)
-    try:
-        run(ex, prep, replace(opts, gate=gate), warm, warm_sanitizers=sanitizers)
-    finally:
-        _after_run(prep, opts, warm, sanitizers)
     if gate and prep.timed_out:
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
         # (the GPU shares its time between the processes): a time limit reached there is not a verdict.
