@@ -189,6 +189,44 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     assert grade._NEXT == {} and all(w.discarded for w in kept["pair"])
 
 
+def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch):
+    """prime_lane (as the slot process starts) starts the pair and a memcheck process for the lane's
+    first submission, which takes them; primed again, it starts nothing more."""
+    from grader import exercises
+    from grader.check import Prepared, Result, RunOptions
+    from grader.classroom import grade
+
+    started = []
+
+    class Warm:
+        def __init__(self, opts, profiler=False, sanitize=None):
+            self.profiler, self.sanitize, self.discarded, self.used = profiler, sanitize, False, False
+            self.proc = self
+            started.append(self)
+
+        def poll(self):
+            return None
+
+        def discard(self):
+            self.discarded = True
+
+    monkeypatch.setattr(grade, "WarmWorker", Warm)
+    monkeypatch.setattr(grade, "_NEXT", {})
+    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    ex = exercises.get("day02.silu_and_mul")
+    built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
+    opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck",))
+    grade.prime_lane(opts)
+    grade.prime_lane(opts)
+    assert [(w.profiler, w.sanitize) for w in started] == [(False, None), (True, None), (False, "memcheck")]
+    pair, sanitizers = grade._warm_processes(ex, built, opts)
+    assert pair == tuple(started[:2]) and sanitizers == {"memcheck": started[2]}
+    grade._discard_next()
+    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: False)
+    grade.prime_lane(opts)
+    assert grade._NEXT == {} and len(started) == 5  # (no GPU here: nothing started)
+
+
 def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
     """A process that cannot be started ahead (a full process table, a sandbox that fails) costs
     nothing but the head start: the grading starts its own, and nothing is left half started."""

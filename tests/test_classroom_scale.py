@@ -313,6 +313,29 @@ def test_a_slot_with_nothing_to_grade_runs_no_setup(tmp_path):
     assert len(list(tmp_path.iterdir())) == 1 and len(done) == 1
 
 
+def _prime_marks(folder):
+    (folder / f"prime-{os.getpid()}").write_text(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+
+
+def test_every_lane_of_a_slot_starts_with_it_and_primes_beside_the_setup(tmp_path):
+    """A slot's lane processes all start with the slot, each running prime() (class grading: the
+    grading processes for its first submission) beside the setup, however few items there are:
+    not when a first item comes (a cost each GPU paid at its start, which no second GPU shortens)."""
+    import functools
+
+    marks, setups = tmp_path / "marks", tmp_path / "setups"
+    marks.mkdir()
+    setups.mkdir()
+    done = []
+    stats = run_on_slots(["0"], [1], slots.probe, lambda *a: done.append(a), lanes=3,
+                         setup=functools.partial(_setup_marks, setups), prime=functools.partial(_prime_marks, marks))
+    primed = {int(f.name.split("-")[1]): f.read_text() for f in marks.iterdir()}
+    assert len(primed) == 3 and set(primed.values()) == {"0"}  # every lane, pinned to its GPU first
+    assert done[0][1]["pid"] in primed and len(list(setups.iterdir())) == 1
+    g = stats["per_gpu"]["0"]
+    assert 0 <= g["first_s"] <= g["end_s"] and g["graded"] == 1
+
+
 def test_lanes_below_one_are_refused_before_anything_starts(klass):
     subs, tmp_path = klass
     said = []

@@ -138,6 +138,28 @@ def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None,
     return pair, {tool: w for tool, w in sanitizers.items() if _alive(w)}
 
 
+def prime_lane(opts: RunOptions) -> None:
+    """A lane's processes for its first submission, started as its slot process starts (beside its
+    GPU's calibration and the first builds): without them the first submission of every lane paid
+    Python's, torch's and CUPTI's start under the load of the builds (5-7 s of process start and 4-6 s
+    of profiler at a1a2be0), a cost each GPU pays once per run, which no second GPU shortens."""
+    global _NEXT
+    if _NEXT or not toolchain.gpu_present():
+        return
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, _discard_next, exitpriority=10)
+    first = _started(opts, profiler=False)
+    second = _started(opts, profiler=True) if first is not None else None
+    if first is not None and second is None:
+        first.discard()
+    _NEXT = {"key": _warm_key(opts), "pair": (first, second) if second is not None else None, "sanitizers": {}}
+    if "memcheck" in opts.sanitizers:
+        w = _started(opts, sanitize="memcheck")
+        if w is not None:
+            _NEXT["sanitizers"]["memcheck"] = w
+
+
 def _after_run(prep: Prepared, opts: RunOptions, pair, sanitizers: dict) -> None:
     """The pair is spent. A compute-sanitizer process that was not used waits for the next submission;
     one that was is started again for it (the tools this one needed)."""
@@ -379,7 +401,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                 return 1
         else:
             stats = _grade_on_slots(prepared_items(pool), devices, runtime, exs, done, echo, run_info, save_run,
-                                    lanes, out / ".work" / "gates")
+                                    lanes, out / ".work" / "gates", opts)
     build_s = prepared_at["s"]
     counts["errors"] = stats.get("errors", [])
     run_s = time.perf_counter() - t_run
@@ -405,7 +427,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     return 0
 
 
-def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, gates) -> dict:
+def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, gates, opts) -> dict:
     """This host's GPUs, a slot each with `lanes` processes (slots.py); `items` arrive as they are prepared."""
     ex_by_id = {e.id: e for e in exs}
     gpu = toolchain.has_gpu()
@@ -433,6 +455,8 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
         done(student, ex_by_id[ex_id], record, f"[GPU {device}] " if len(devices) > 1 else "")
 
     setup = functools.partial(calibrate_all, runtime, [e.id for e in exs]) if gpu else None
+    # (the warm processes' start overlaps the calibration; a run of Python exercises alone needs none)
+    prime = functools.partial(prime_lane, opts) if gpu and any(e.learner_file != "python" for e in exs) else None
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
-                         sandbox_off=sandbox.available(), lanes=lanes, gate_root=gates)
+                         sandbox_off=sandbox.available(), lanes=lanes, gate_root=gates, prime=prime)
     return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors}

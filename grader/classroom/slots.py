@@ -79,9 +79,10 @@ def slot_gate() -> str | None:
     return _GATE
 
 
-def _slot_init(device: str | None, sandbox_off: str | None, gate: str | None) -> None:
+def _slot_init(device: str | None, sandbox_off: str | None, gate: str | None, prime: Callable | None = None) -> None:
     """A slot process: its GPU alone, the sandbox decision of the run (made once by the parent), and
-    its GPU's gate where lanes share the GPU."""
+    its GPU's gate where lanes share the GPU; then `prime()` (class grading: the lane's grading
+    processes for its first submission, started now)."""
     global _GATE
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
@@ -90,11 +91,20 @@ def _slot_init(device: str | None, sandbox_off: str | None, gate: str | None) ->
 
         sandbox.disable(sandbox_off)
     _GATE = gate
+    if prime is not None:
+        try:
+            prime()
+        except Exception:  # (a head start only: the first grading starts its own processes)
+            pass
 
 
-def _executor(device, sandbox_off, lanes, gate):
+def _executor(device, sandbox_off, lanes, gate, prime=None):
     return cf.ProcessPoolExecutor(max_workers=lanes, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_slot_init, initargs=(device, sandbox_off, gate))
+                                  initializer=_slot_init, initargs=(device, sandbox_off, gate, prime))
+
+
+def _noop() -> None:
+    """A task that makes its pool start one more process (slot start: every lane's at once)."""
 
 
 class Later:
@@ -150,7 +160,7 @@ class _Feed:
 def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_done: Callable,
                  setup: Callable | None = None, on_setup: Callable | None = None,
                  sandbox_off: str | None = None, attempts: int = 2, lanes: int = 1,
-                 gate_root: str | Path | None = None) -> dict:
+                 gate_root: str | Path | None = None, prime: Callable | None = None) -> dict:
     """Run `work(item, context)` for every item, a slot per device, `lanes` items at a time per slot
     (`work` may return Later(item): that item runs after every other).
     `setup()` runs first in each slot (its result is the slot's `context`; `on_setup(device,
@@ -158,14 +168,17 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
     one call at a time, as each item finishes (result None and `error` saying why if its slot kept
     dying or `work` raised). `work`, `setup` and the items must pickle (module-level functions).
     With lanes > 1 each slot's processes get its GPU's gate folder under `gate_root` (slot_gate()):
-    the gradings sharing a GPU time one at a time (check/gate.py).
+    the gradings sharing a GPU time one at a time (check/gate.py). `prime()` runs as each slot process
+    starts (all `lanes` of a slot start with it, beside its setup).
     Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
-    "lane_s": the items' seconds added up, "setup_s": seconds of its setup}}, "errors": [slots whose
+    "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "first_s"/"end_s": when
+    its first item started and its last ended, seconds since the call}}, "errors": [slots whose
     setup failed; the others took their items]}."""
     feed = _Feed(items)
     lock = threading.Lock()
-    stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "lane_s": 0.0, "setup_s": 0.0, "lanes": lanes}
-                   for d in devices}
+    stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "lane_s": 0.0, "setup_s": 0.0, "lanes": lanes,
+                            "first_s": None, "end_s": None} for d in devices}
+    t_origin = time.perf_counter()
     errors: list[str] = []
 
     def slot(device):
@@ -179,7 +192,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         if lanes > 1 and gate_root is not None:
             gate = str(Path(gate_root) / f"gpu-{device}")
             Path(gate).mkdir(parents=True, exist_ok=True)
-        state = {"pool": _executor(device, sandbox_off, lanes, gate), "active": 0, "since": 0.0}
+        state = {"pool": _executor(device, sandbox_off, lanes, gate, prime), "active": 0, "since": 0.0}
         pool_lock = threading.Lock()
         mine = stats[str(device)]
         try:
@@ -188,7 +201,12 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                 return
             feed.put_back(first)
             t0 = time.perf_counter()
+            # Each submit that finds no idle process starts one: every lane's process starts now,
+            # its prime() beside the setup, not when its first item comes.
+            spawned = [state["pool"].submit(_noop) for _ in range(lanes - 1 if setup else lanes)] if prime else []
             context = state["pool"].submit(setup).result() if setup else None
+            for f in spawned:
+                f.result()
             mine["setup_s"] = time.perf_counter() - t0
             if on_setup:
                 with lock:
@@ -204,6 +222,8 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                         pool = state["pool"]
                         if state["active"] == 0:
                             state["since"] = time.perf_counter()
+                        if mine["first_s"] is None:
+                            mine["first_s"] = state["since"] - t_origin
                         state["active"] += 1
                     t1 = time.perf_counter()
                     try:
@@ -212,7 +232,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                         with pool_lock:
                             if state["pool"] is pool:
                                 pool.shutdown(wait=False, cancel_futures=True)
-                                state["pool"] = _executor(device, sandbox_off, lanes, gate)
+                                state["pool"] = _executor(device, sandbox_off, lanes, gate, prime)
                         result, error = None, f"the grading slot on GPU {device} died {attempt} times: {e}"
                     except Exception as e:  # a bug of the grader's own, not the submission's: said, not written
                         result, error = None, f"{type(e).__name__}: {e}"
@@ -221,6 +241,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                         state["active"] -= 1
                         if state["active"] == 0:
                             mine["busy_s"] += time.perf_counter() - state["since"]
+                            mine["end_s"] = time.perf_counter() - t_origin
                     if result is None and error.startswith("the grading slot") and attempt < attempts:
                         feed.again(item, attempt + 1)
                         continue

@@ -951,7 +951,7 @@ def class_report(out: str | Path) -> str:
     if len(runs) > 1:
         md += ["## Runs on 1 and more GPUs", "",
                "| students | GPUs | lanes | when, commit | total | preparation | GPU phase | GPU s per grading | "
-               "each GPU: graded in busy s | verdicts as on 1 GPU (1 lane where run) |",
+               "each GPU: graded in busy s (its first to last grading, s into the GPU phase) | verdicts as on 1 GPU (1 lane where run) |",
                "|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(runs, key=lambda r: (r["students"], r.get("lanes", 1), r["gpus"])):
             like = [x for x in runs if x["gpus"] == 1 and _same_class(x, r)]
@@ -966,7 +966,9 @@ def class_report(out: str | Path) -> str:
                       f"{r['environment'].get('commit', '?')} | "
                       f"{r['seconds']:.0f} s | {r['timing']['prepare_s']:.0f} s | {r['timing']['run_s']:.0f} s | "
                       f"{_rate(r):.1f} s | "
-                      + (", ".join(f"{g['graded']} in {g['busy_s']:.0f} s" for g in r["timing"].get("per_gpu", {}).values())
+                      + (", ".join(f"{g['graded']} in {g['busy_s']:.0f} s" + (
+                          f" (from {g['first_s']:.0f} to {g['end_s']:.0f} s)" if g.get("end_s") is not None else "")
+                                   for g in r["timing"].get("per_gpu", {}).values())
                          or "-") + f" | {same} |")
         md.append("")
     p = projection(report, len(exercises.all_exercises()))
