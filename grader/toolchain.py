@@ -144,6 +144,15 @@ def tool_env() -> dict[str, str]:
     return env
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (a Slurm job's or a container's cpuset, taskset),
+    which os.cpu_count() ignores (it counts the whole host's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # (no affinity on this platform)
+        return os.cpu_count() or 1
+
+
 def gpu_present() -> bool:
     """A guess without importing torch: an NVIDIA device node (Linux) or WSL's GPU device exists.
     For starting work early only; has_gpu() decides."""

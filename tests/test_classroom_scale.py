@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -336,6 +337,32 @@ def test_every_lane_of_a_slot_starts_with_it_and_primes_beside_the_setup(tmp_pat
     assert 0 <= g["first_s"] <= g["end_s"] and g["graded"] == 1
 
 
+def _setup_at(folder):
+    (folder / f"setup-{os.getpid()}").write_text(repr(time.time()))
+    return None
+
+
+def test_a_slot_told_items_will_come_sets_up_while_the_first_is_made(tmp_path):
+    """setup_early: the setup (a GPU's calibration) runs while the first item is still being made
+    (class grading: the first builds), not after it comes; without it, after (none may come)."""
+    import functools
+
+    for early in (True, False):
+        made = {}
+
+        def feed():
+            time.sleep(1.5)  # the first build
+            made["at"] = time.time()
+            yield 1
+
+        folder = tmp_path / str(early)
+        folder.mkdir()
+        run_on_slots(["0"], feed(), slots.probe, lambda *a: None, lanes=2,
+                     setup=functools.partial(_setup_at, folder), setup_early=early)
+        (mark,) = folder.iterdir()
+        assert (float(mark.read_text()) < made["at"]) == early
+
+
 def test_lanes_below_one_are_refused_before_anything_starts(klass):
     subs, tmp_path = klass
     said = []
@@ -378,3 +405,14 @@ def test_the_class_benchmark_gives_each_student_a_file_of_their_own(tmp_path):
             compile(files[0].read_text(), str(files[0]), "exec")  # the line is a comment there too
     # runs of copies, from before, are not the same class as runs of distinct files
     assert not _same_class({"students": 42, "exercise": "e"}, {"students": 42, "exercise": "e", "distinct_sources": True})
+
+
+def test_the_preparation_counts_the_cpus_this_run_may_use():
+    """A Slurm job's cpuset (or taskset) gives the run fewer CPUs than the host has: the preparation's
+    processes are counted from those (os.cpu_count() counts the host's)."""
+    import subprocess
+    import sys
+
+    code = "import os; os.sched_setaffinity(0, {0}); from grader import toolchain; print(toolchain.usable_cpus())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=toolchain.ROOT, check=True)
+    assert out.stdout.strip() == "1"

@@ -513,7 +513,8 @@ def main(cfg: dict) -> int:
     if part == "launches":
         untimed = []
     profiling = part != "no launches" and not small and ex.learner_file != "python"
-    t_phase, paused_before = time.perf_counter(), 0.0
+    # (a pause while the module loaded is part of the process's start, not of the first phase)
+    t_phase, paused_before = time.perf_counter(), gate.paused_s
 
     def phase(name):  # the seconds since the last phase ended, under `name`; paused ones apart
         nonlocal t_phase, paused_before

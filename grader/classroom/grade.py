@@ -343,7 +343,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         from ..build import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
-    jobs = jobs or max(1, (os.cpu_count() or 2) // 2)
+    jobs = jobs or max(1, toolchain.usable_cpus() // 2)
     runtime = _runtime_copy(out / ".work")
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
@@ -401,7 +401,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                 return 1
         else:
             stats = _grade_on_slots(prepared_items(pool), devices, runtime, exs, done, echo, run_info, save_run,
-                                    lanes, out / ".work" / "gates", opts)
+                                    lanes, out / ".work" / "gates", opts, bool(todo))
     build_s = prepared_at["s"]
     counts["errors"] = stats.get("errors", [])
     run_s = time.perf_counter() - t_run
@@ -427,8 +427,12 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     return 0
 
 
-def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, gates, opts) -> dict:
-    """This host's GPUs, a slot each with `lanes` processes (slots.py); `items` arrive as they are prepared."""
+def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, gates, opts,
+                    early) -> dict:
+    """This host's GPUs, a slot each with `lanes` processes (slots.py); `items` arrive as they are prepared.
+    `early`: there are submissions to grade, so each GPU's calibration and its lanes' processes start
+    at once, beside the first builds (at 7a38631 they waited for the first submission built, 21 s
+    into a run of 84: the first grading started 35 s in, on 1 GPU as on 2)."""
     ex_by_id = {e.id: e for e in exs}
     gpu = toolchain.has_gpu()
     names = ", ".join(d or "the one visible" for d in devices)
@@ -458,5 +462,6 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     # (the warm processes' start overlaps the calibration; a run of Python exercises alone needs none)
     prime = functools.partial(prime_lane, opts) if gpu and any(e.learner_file != "python" for e in exs) else None
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
-                         sandbox_off=sandbox.available(), lanes=lanes, gate_root=gates, prime=prime)
+                         sandbox_off=sandbox.available(), lanes=lanes, gate_root=gates, prime=prime,
+                         setup_early=early)
     return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors}

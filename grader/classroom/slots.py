@@ -160,7 +160,8 @@ class _Feed:
 def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_done: Callable,
                  setup: Callable | None = None, on_setup: Callable | None = None,
                  sandbox_off: str | None = None, attempts: int = 2, lanes: int = 1,
-                 gate_root: str | Path | None = None, prime: Callable | None = None) -> dict:
+                 gate_root: str | Path | None = None, prime: Callable | None = None,
+                 setup_early: bool = False) -> dict:
     """Run `work(item, context)` for every item, a slot per device, `lanes` items at a time per slot
     (`work` may return Later(item): that item runs after every other).
     `setup()` runs first in each slot (its result is the slot's `context`; `on_setup(device,
@@ -169,7 +170,8 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
     dying or `work` raised). `work`, `setup` and the items must pickle (module-level functions).
     With lanes > 1 each slot's processes get its GPU's gate folder under `gate_root` (slot_gate()):
     the gradings sharing a GPU time one at a time (check/gate.py). `prime()` runs as each slot process
-    starts (all `lanes` of a slot start with it, beside its setup).
+    starts (all `lanes` of a slot start with it, beside its setup). A slot runs its setup once it has
+    an item, or (`setup_early`: items are sure to come) at once, while the first item is being made.
     Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
     "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "first_s"/"end_s": when
     its first item started and its last ended, seconds since the call}}, "errors": [slots whose
@@ -195,19 +197,30 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         state = {"pool": _executor(device, sandbox_off, lanes, gate, prime), "active": 0, "since": 0.0}
         pool_lock = threading.Lock()
         mine = stats[str(device)]
+        started: dict = {}
+
+        def start():
+            """The setup, and every lane's process (each submit that finds no idle process starts
+            one: prime() runs in each now, beside the setup, not when its first item comes)."""
+            t0 = time.perf_counter()
+            pool = state["pool"]
+            started["spawned"] = [pool.submit(_noop) for _ in range(lanes - 1 if setup else lanes)] if prime else []
+            started["setup"] = pool.submit(setup) if setup else None
+            if started["setup"] is not None:
+                started["setup"].add_done_callback(lambda _: mine.__setitem__("setup_s", time.perf_counter() - t0))
+
         try:
+            if setup_early:  # (the first item may take long to come: the first builds)
+                start()
             first = feed.take()  # a slot with nothing to grade measures nothing (a resumed run, all done)
             if first is None:
                 return
             feed.put_back(first)
-            t0 = time.perf_counter()
-            # Each submit that finds no idle process starts one: every lane's process starts now,
-            # its prime() beside the setup, not when its first item comes.
-            spawned = [state["pool"].submit(_noop) for _ in range(lanes - 1 if setup else lanes)] if prime else []
-            context = state["pool"].submit(setup).result() if setup else None
-            for f in spawned:
+            if not started:
+                start()
+            context = started["setup"].result() if started["setup"] is not None else None
+            for f in started["spawned"]:
                 f.result()
-            mine["setup_s"] = time.perf_counter() - t0
             if on_setup:
                 with lock:
                     on_setup(device, context)

@@ -486,7 +486,7 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
             "GPU tests of the mutants")
     # The tests run side by side (pytest-xdist), and the solutions' 20 seeds beside them: the checks
     # on a GPU share its gate (check/gate.py), so that each timing has the GPU to itself.
-    cpus = os.cpu_count() or 4
+    cpus = toolchain.usable_cpus()
     devices, report["workers"], xdist, spread_env = _spread(gpus, SELF_TEST_WORKERS_PER_GPU, cpus)
     report["gpus"] = len(devices)
     gates = tempfile.mkdtemp(prefix="gpu-gates-")
@@ -610,7 +610,7 @@ def _env_info() -> dict:
     return {"commit": _commit(), "gpu": p.name, "sm": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
             "l2_mb": p.L2_cache_size / 2**20, "driver": driver, "torch": torch.__version__,
             "torch_cuda": torch.version.cuda, "nvcc": toolchain.nvcc_version(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "peak_gbps": peak / 1e9 if peak else None, "flashinfer": _version("flashinfer-python"),
+            "cpus": toolchain.usable_cpus(), "peak_gbps": peak / 1e9 if peak else None, "flashinfer": _version("flashinfer-python"),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
@@ -1071,7 +1071,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
             if scope.has_day(p.name[:5])]
         # one notebook per GPU at a time (its cells in order in one kernel: --dist loadfile), so that what
         # it measures has its GPU to itself
-        devices, workers, xdist, spread_env = _spread(gpus, 1, os.cpu_count() or 4)
+        devices, workers, xdist, spread_env = _spread(gpus, 1, toolchain.usable_cpus())
         report["notebook_gpus"] = len(devices)
         xdist = [*xdist, "--dist", "loadfile"] if workers > 1 else []
         report["pytest"][name] = _pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *xdist],
