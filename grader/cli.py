@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="folder for the gradebook, results and feedback")
     p.add_argument("--only", action="append", help="a day (day02) or exercise (day02.silu_and_mul); repeatable")
     p.add_argument("--force", action="store_true", help="grade again what an earlier run already graded")
-    p.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the cores)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the CPUs this run may use)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per submission on the GPU")
     p.add_argument("--memory-gb", type=float, default=config.CLASS_MEMORY_GB, help="host memory limit per grading process")
     p.add_argument("--secret-seed", type=int, default=None, help="default: random, kept in OUT/run.json")
