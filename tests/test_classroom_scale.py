@@ -83,6 +83,8 @@ def test_two_gpus_grade_as_one_and_resume(klass):
     assert any("grading on 2 GPUs (0, 1)" in line for line in lines2)
     timing = json.loads((tmp / "two" / "timing.json").read_text())
     assert timing["gpus"] == 2 and set(timing["per_gpu"]) == {"0", "1"}
+    assert timing["cpu"]["cpu_s"] > 1.0  # (the builds' processes, the slots': waited for, counted)
+    assert any("CPU-seconds per submission" in line for line in lines2)
     graded = [json.loads(f.read_text())["graded_on"] for f in (tmp / "two" / "results").glob("*/*.json")]
     assert {g["gpu"] for g in graded if g} <= {"0", "1"} and sum(1 for g in graded if g) == 4
     # an interrupted run resumes where it stopped, on two GPUs as on one
@@ -176,12 +178,15 @@ def test_projection_from_measured_runs(tmp_path):
     assert p["meets_target"] == (host["total_s"] <= PROJECTION_TARGET_S)
     # a run on two GPUs measures the scaling: 300 s -> 160 s is 1.875x, 94% of ideal
     two = _run(2, 160.0, verdicts={"s3": "fail"})
+    two["timing"]["cpu"] = {"cpus": 32, "cpu_s": 300.0, "busy": 0.5, "saturated": 0.25}
     p2 = projection(dict(two, runs=[one, two]), exercises=16)
     assert p2["scaling"]["measured"] and abs(p2["scaling"]["speedup"] - 300 / 160) < 1e-9
     assert abs(p2["rows"][1]["gpu_s"] - 4800 * 10.0 / (8 * (300 / 160) / 2)) < 1e-6
     (tmp_path / "class-grading.json").write_text(json.dumps(dict(two, runs=[one, two])))
     md = class_report(tmp_path)
     assert "| 2 | 1 | today, c2 |" in md and "1 differ: s3" in md and "measured: the GPU phase 1.88x faster" in md
+    assert "| 32 CPUs 50% busy (25% of seconds at 90% or more), 10.0 CPU-s | 1 differ" in md  # (how busy its CPUs were)
+    assert "| - | - |" in md  # a run from before the CPUs were measured
     assert "## Projection: a class of 300" in md and "| one 8-GPU host | 8 |" in md
     assert "Were the preparation to run beside the GPU phase" in md
     # a run with lanes prepares and grades side by side: the longer of the two counts, not their sum
@@ -416,3 +421,19 @@ def test_the_preparation_counts_the_cpus_this_run_may_use():
     code = "import os; os.sched_setaffinity(0, {0}); from grader import toolchain; print(toolchain.usable_cpus())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=toolchain.ROOT, check=True)
     assert out.stdout.strip() == "1"
+
+
+def test_a_class_run_says_how_busy_its_cpus_were():
+    """CpuMeter: the CPU seconds of the processes a run started and waited for, and how busy the CPUs
+    it may use were (the run's pace may be its CPUs', not its GPUs')."""
+    import subprocess
+    import sys
+
+    from grader.classroom.cpu import CpuMeter
+
+    with CpuMeter(period_s=0.1) as meter:
+        subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"],
+                       check=True)
+    r = meter.result()
+    assert r["cpu_s"] >= 0.5 and r["cpus"] == toolchain.usable_cpus()
+    assert r["busy"] is not None and 0.0 < r["busy"] <= 1.0 and 0.0 <= r["saturated"] <= 1.0

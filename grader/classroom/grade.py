@@ -48,6 +48,7 @@ from ..check import Prepared, Result, RunOptions, prepare, run, sandbox
 from ..check.supervise import WarmWorker
 from ..check.gate import GpuGate
 from .reports import score, write_reports
+from .cpu import CpuMeter
 from .slots import Later, resolve_gpus, run_on_slots, slot_gate
 from .submissions import discover, locate
 
@@ -390,7 +391,9 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         echo(f"prepared (static checks, SASS, builds) in {prepared_at['s']:.0f} s with {jobs} processes")
 
     t_run = time.perf_counter()
-    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # (the preparation's processes and the slots' are waited for inside: their CPU seconds count)
+    with CpuMeter() as meter, \
+            cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         if session is not None:
             items = list(prepared_items(pool))  # (a Ray run takes them all at once)
             t_run = time.perf_counter()
@@ -408,17 +411,21 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     rows = write_reports(out, exs)
     total = time.perf_counter() - t0
     per_gpu = stats.get("per_gpu", {})
+    cpu = meter.result()  # (of this host: a Ray run's workers use their own nodes' CPUs)
     (out / "timing.json").write_text(json.dumps({
         "graded": len(todo), "prepare_s": build_s, "run_s": run_s, "total_s": total, "jobs": jobs,
         "gpus": len(per_gpu) or 1, "backend": "ray" if session is not None else "slots",
         "lanes": lanes if session is None else 1, "overlapped": session is None,
         "gpu_busy_s": sum(g["busy_s"] for g in per_gpu.values()),
         "calibrate_s": max((g.get("setup_s", 0.0) for g in per_gpu.values()), default=0.0),
-        "per_gpu": per_gpu, "has_gpu": toolchain.has_gpu()}, indent=1))
+        "per_gpu": per_gpu, "has_gpu": toolchain.has_gpu(), "cpu": cpu}, indent=1))
     echo(f"graded {len(todo)} submissions in {total:.0f} s (prepare {build_s:.0f} s, GPU {run_s:.0f} s "
          f"on {len(per_gpu) or 1} GPU{'s' if len(per_gpu) > 1 else ''}"
          + (", preparing and grading side by side" if session is None else "")
          + f"); gradebook: {out / 'gradebook.csv'} ({len(rows)} rows)")
+    if cpu["busy"] is not None:
+        echo(f"this host's {cpu['cpus']} CPUs were {cpu['busy']:.0%} busy on average (at least 90% busy "
+             f"{cpu['saturated']:.0%} of the time): {cpu['cpu_s'] / max(1, len(todo)):.1f} CPU-seconds per submission")
     for err in counts["errors"]:
         echo(f"not graded: {err}")
     if counts["errors"]:

@@ -788,6 +788,15 @@ def _stage_rows(report: dict) -> list[str]:
             + [""])
 
 
+def _cpu_cell(run: dict) -> str:
+    """How busy a run's CPUs were (classroom/cpu.py): '-' for runs from before it was measured."""
+    cpu = run["timing"].get("cpu")
+    if not cpu or cpu.get("busy") is None:
+        return "-"
+    return (f"{cpu['cpus']} CPUs {cpu['busy']:.0%} busy ({cpu['saturated']:.0%} of seconds at 90% or more), "
+            f"{cpu['cpu_s'] / max(1, run['students']):.1f} CPU-s")
+
+
 def _sanitizer_share(report: dict) -> float:
     """The compute-sanitizer stage on top of the rest of the grading: against the run's total time
     where one submission was graded at a time, against the lanes' seconds added up where several were
@@ -951,8 +960,9 @@ def class_report(out: str | Path) -> str:
     if len(runs) > 1:
         md += ["## Runs on 1 and more GPUs", "",
                "| students | GPUs | lanes | when, commit | total | preparation | GPU phase | GPU s per grading | "
-               "each GPU: graded in busy s (its first to last grading, s into the GPU phase) | verdicts as on 1 GPU (1 lane where run) |",
-               "|---|---|---|---|---|---|---|---|---|---|"]
+               "each GPU: graded in busy s (its first to last grading, s into the GPU phase) | CPUs: busy on average, "
+               "CPU-s per submission | verdicts as on 1 GPU (1 lane where run) |",
+               "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(runs, key=lambda r: (r["students"], r.get("lanes", 1), r["gpus"])):
             like = [x for x in runs if x["gpus"] == 1 and _same_class(x, r)]
             one = next((x for x in like if x.get("lanes", 1) == 1), None) or next(iter(like), None)
@@ -969,7 +979,7 @@ def class_report(out: str | Path) -> str:
                       + (", ".join(f"{g['graded']} in {g['busy_s']:.0f} s" + (
                           f" (from {g['first_s']:.0f} to {g['end_s']:.0f} s)" if g.get("end_s") is not None else "")
                                    for g in r["timing"].get("per_gpu", {}).values())
-                         or "-") + f" | {same} |")
+                         or "-") + f" | {_cpu_cell(r)} | {same} |")
         md.append("")
     p = projection(report, len(exercises.all_exercises()))
     sc = p["scaling"]
