@@ -5,7 +5,7 @@ ended); nothing runs beside it; paused time is said, so that it is not charged t
 import threading
 import time
 
-from grader.check.gate import LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
+from grader.check.gate import CALLING, LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
 
 
 class Process:
@@ -215,3 +215,56 @@ def test_a_call_of_the_learners_code_is_written_down_for_its_supervisor_gate_or_
                 time.sleep(0.2)
                 assert 0.15 < calling_for(folder) < 5
         assert calling_for(folder) == 0.0 and 0.15 < worker.slowest_call < 5
+
+
+def test_a_grading_sees_when_another_on_its_gpu_is_inside_a_long_call(tmp_path):
+    """What makes a time limit reached beside others no verdict: another grading on the GPU inside a
+    call of its learner's code for a long time (a kernel that hangs there holds the others back)."""
+    gate = GpuGate(tmp_path / "gpu-0")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = Supervised(gate, tmp_path / "a"), Supervised(gate, tmp_path / "b")
+    assert not a.others_in_call(1.0) and not b.others_in_call(1.0)
+    (tmp_path / "b" / CALLING).write_text(repr(time.time() - 0.5))  # b: in a call for half a second
+    assert not a.others_in_call(1.0)
+    (tmp_path / "b" / CALLING).write_text(repr(time.time() - 3.0))  # ... for three
+    assert a.others_in_call(1.0) and not b.others_in_call(1.0)  # (its own call is not another's)
+    b.close()
+    assert not a.others_in_call(1.0)  # (ended: no longer registered)
+    a.close()
+
+
+def test_a_check_that_reaches_a_time_limit_beside_a_long_call_is_graded_again_alone(tmp_path, monkeypatch):
+    """check() beside other checks on its GPU (the self-test's gate): a time limit reached while another
+    grading was inside a long call is no verdict; the check runs again with the GPU to itself, and only
+    that run counts. A time limit reached without one stands."""
+    from grader.check import Prepared, Result, pipeline
+
+    gate_root = tmp_path / "gpu-0"
+    GpuGate(gate_root)
+    runs = []
+
+    def fake_run(ex, prep, opts, *rest, **kw):
+        alone = (gate_root / "timing").exists()  # GpuGate.alone() holds the turn
+        runs.append((opts.gate, alone))
+        if len(runs) == 1:
+            prep.timed_out, prep.contended = True, contended
+            prep.result.add("correctness", "case", "fail", "no result within 10 s from one call of your code")
+        else:
+            prep.result.add("correctness", "case", "pass", "matches")
+        return prep.result
+
+    monkeypatch.setattr(pipeline, "prepare", lambda ex, path, quiet=False: Prepared(Result(ex.id, str(path), "gpu")))
+    monkeypatch.setattr(pipeline, "run", fake_run)
+    monkeypatch.setattr(pipeline.toolchain, "gpu_present", lambda: False)
+    for contended in (True, False):
+        runs.clear()
+        result = pipeline.check("day01.scale_add", source=tmp_path / "x.cu", gate=str(gate_root))
+        if contended:
+            assert runs == [(str(gate_root), False), (None, True)] and result.ok
+            assert pipeline.ALONE_PHASE in result.timings and pipeline.first_run_phase() in result.timings
+        else:
+            assert runs == [(str(gate_root), False)] and not result.ok
+    runs.clear()
+    result = pipeline.check("day01.scale_add", source=tmp_path / "x.cu")  # a learner's check: no gate, no re-run
+    assert runs == [(None, False)]

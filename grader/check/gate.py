@@ -127,6 +127,11 @@ class GpuGate:
         finally:
             os.close(fd)
 
+    def others_in_call(self, own: str, at_least_s: float) -> bool:
+        """Whether a process registered here other than `own` has been inside one call of the learner's
+        code (WorkerGate.calling) for at least `at_least_s` seconds."""
+        return any(calling_for(v["folder"]) >= at_least_s for e, v in self._entries().items() if e != own)
+
     def unregister(self, entry: str) -> None:
         _unlink(self.root / "registry" / entry)
 
@@ -213,6 +218,10 @@ class Supervised:
         if paused and not waiting_turn and self.gate.clear_if_stale():
             return False
         return waiting_turn or paused
+
+    def others_in_call(self, at_least_s: float) -> bool:
+        """Another grading on this GPU is inside a call of its learner's code this long (gate.others_in_call)."""
+        return self.gate.others_in_call(self.entry, at_least_s)
 
     def unresponsive(self, limit_s: float) -> bool:
         """True once a pause asked of this process has gone unanswered for `limit_s` seconds: it is

@@ -57,6 +57,9 @@ class Prepared:
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
     timed_out: bool = False              # a grading process of it was stopped at its time limit
     unpaused: bool = False               # ... or, beside other gradings, for not pausing (gate.py)
+    # ... while another grading on its GPU was inside a long call of its own (a kernel that hangs there
+    # can hold this one's calls back for seconds: its time limit then is no verdict)
+    contended: bool = False
 
 
 def _rss_bytes(pid: int) -> int:
@@ -198,9 +201,12 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                     if gate is not None and gate.tick():  # paused for another's timing, or waiting to time:
                         deadline += now - last            # not charged to its time limit
                     last = now
+                    in_call = calling_for(tmp)
+                    if gate is not None and in_call > config.CONTENDED_CALL_S and not prep.contended:
+                        prep.contended = gate.others_in_call(config.CONTENDED_CALL_S)
                     if now > deadline:
                         timed_out = True
-                    elif run_limit and calling_for(tmp) > run_limit:
+                    elif run_limit and in_call > run_limit:
                         timed_out = stuck = True
                     elif gate is not None and gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
                         timed_out = unpaused = True  # (graded again with the GPU alone: classroom)

@@ -47,6 +47,7 @@ from .. import exercises as _exercises
 from ..check import Prepared, Result, RunOptions, prepare, run, sandbox
 from ..check.supervise import WarmWorker
 from ..check.gate import GpuGate
+from ..check.pipeline import ALONE_PHASE, first_run_phase
 from .reports import score, write_reports
 from .cpu import CpuMeter
 from .slots import Later, resolve_gpus, run_on_slots, slot_gate
@@ -222,8 +223,7 @@ def grade_one(item, calibration: dict | None) -> dict:
     finally:
         _after_run(prep, opts, warm, sanitizers)
     if alone:
-        prep.result.add_time("graded again with the GPU alone (a time limit reached beside other gradings)",
-                             time.perf_counter() - t1)
+        prep.result.add_time(ALONE_PHASE, time.perf_counter() - t1)
         return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
     if gate and prep.timed_out:
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
@@ -231,7 +231,7 @@ def grade_one(item, calibration: dict | None) -> dict:
         # Graded again with the GPU to itself, after every other submission (the other lanes wait
         # meanwhile; at the end they have little left to do). The record keeps what this run cost.
         why = "not paused for another's timing" if prep.unpaused else "its time limit"
-        untouched.result.add_time(f"first run beside other gradings (stopped: {why})", time.perf_counter() - t1)
+        untouched.result.add_time(first_run_phase(why), time.perf_counter() - t1)
         return Later((*item[:2], untouched, *item[3:6], ALONE))
     return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
 
