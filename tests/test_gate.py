@@ -257,6 +257,7 @@ def test_a_check_that_reaches_a_time_limit_beside_a_long_call_is_graded_again_al
     monkeypatch.setattr(pipeline, "prepare", lambda ex, path, quiet=False: Prepared(Result(ex.id, str(path), "gpu")))
     monkeypatch.setattr(pipeline, "run", fake_run)
     monkeypatch.setattr(pipeline.toolchain, "gpu_present", lambda: False)
+    monkeypatch.setattr(pipeline.toolchain, "start_gpu_probe", lambda: None)  # (no torch import in the background)
     for contended in (True, False):
         runs.clear()
         result = pipeline.check("day01.scale_add", source=tmp_path / "x.cu", gate=str(gate_root))

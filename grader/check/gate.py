@@ -339,8 +339,9 @@ def calling_for(folder: str | Path) -> float:
 
 def _synchronize() -> None:
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        try:
-            torch.cuda.synchronize()
+    if torch is not None:
+        try:  # (torch may be still importing in another thread: then it has done no GPU work here)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
         except Exception:  # a lost context: the case that lost it says so
             pass
