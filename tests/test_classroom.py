@@ -120,6 +120,33 @@ def test_a_figure_the_worker_marked_invalid_stays_out_of_the_gradebook_and_the_s
     assert points["honest"] - points["stale"] == 25  # the whole performance share
 
 
+class _Warm:
+    """A stand-in for supervise.WarmWorker: what a lane started, and whether it was discarded."""
+
+    def __init__(self, started, opts, profiler=False, sanitize=None):
+        self.profiler, self.sanitize, self.discarded, self.used = profiler, sanitize, False, False
+        self.proc = self
+        self.code = None  # (its exit code: None while it runs)
+        started.append(self)
+
+    def poll(self):
+        return self.code
+
+    def discard(self):
+        self.discarded = True
+
+
+def _fake_lane(monkeypatch) -> list:
+    """Class lanes on a pretend GPU whose processes are _Warm: returns the list of those started."""
+    from grader.classroom import grade
+
+    started = []
+    monkeypatch.setattr(grade, "WarmWorker", lambda *a, **kw: _Warm(started, *a, **kw))
+    monkeypatch.setattr(grade, "_NEXT", {})
+    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    return started
+
+
 def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_grades(monkeypatch):
     """Each lane's next grading processes (torch, the CUDA context, CUPTI, compute-sanitizer: seconds)
     start while it grades the submission before: the first grading starts its own, each later one
@@ -129,24 +156,7 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     from grader.check import Prepared, Result, RunOptions
     from grader.classroom import grade
 
-    started = []
-
-    class Warm:
-        def __init__(self, opts, profiler=False, sanitize=None):
-            self.profiler, self.sanitize, self.discarded, self.used = profiler, sanitize, False, False
-            self.proc = self
-            self.code = None
-            started.append(self)
-
-        def poll(self):
-            return self.code
-
-        def discard(self):
-            self.discarded = True
-
-    monkeypatch.setattr(grade, "WarmWorker", Warm)
-    monkeypatch.setattr(grade, "_NEXT", {})
-    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    started = _fake_lane(monkeypatch)
     ex = exercises.get("day02.silu_and_mul")
     built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
     opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck", "racecheck"))
@@ -196,23 +206,7 @@ def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch
     from grader.check import Prepared, Result, RunOptions
     from grader.classroom import grade
 
-    started = []
-
-    class Warm:
-        def __init__(self, opts, profiler=False, sanitize=None):
-            self.profiler, self.sanitize, self.discarded, self.used = profiler, sanitize, False, False
-            self.proc = self
-            started.append(self)
-
-        def poll(self):
-            return None
-
-        def discard(self):
-            self.discarded = True
-
-    monkeypatch.setattr(grade, "WarmWorker", Warm)
-    monkeypatch.setattr(grade, "_NEXT", {})
-    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    started = _fake_lane(monkeypatch)
     ex = exercises.get("day02.silu_and_mul")
     built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
     opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck",))
