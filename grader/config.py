@@ -59,7 +59,7 @@ CLASS_LANES = 4
 # the end with the GPU to itself, instead of holding every timing on its GPU until its time limit.
 GATE_PAUSE_LIMIT_S = 10.0
 # A grading whose call of the learner's code has lasted this long while another on its GPU was this long
-# inside a call of its own is "contended": a kernel that hangs in one process can hold the calls of the
+# inside a call of its own (or ncu was at work there) is "contended": a kernel that hangs in one process can hold the calls of the
 # others on its GPU back past their limit (the self-test at 6abee3e: a mutant's 0.1 s side-stream call
 # stopped at 10 s beside the hang mutants). A check that reaches a time limit so is graded again with
 # the GPU to itself (class grading grades every time limit reached beside others again so).

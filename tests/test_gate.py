@@ -231,6 +231,10 @@ def test_a_grading_sees_when_another_on_its_gpu_is_inside_a_long_call(tmp_path):
     assert a.others_in_call(1.0) and not b.others_in_call(1.0)  # (its own call is not another's)
     b.close()
     assert not a.others_in_call(1.0)  # (ended: no longer registered)
+    (tmp_path / "ncu").mkdir()
+    with gate.holding(tmp_path / "ncu"):  # ncu at work on this GPU (it cannot pause)
+        assert a.others_in_call(1.0)
+    assert not a.others_in_call(1.0)
     a.close()
 
 

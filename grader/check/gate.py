@@ -129,8 +129,10 @@ class GpuGate:
 
     def others_in_call(self, own: str, at_least_s: float) -> bool:
         """Whether a process registered here other than `own` has been inside one call of the learner's
-        code (WorkerGate.calling) for at least `at_least_s` seconds."""
-        return any(calling_for(v["folder"]) >= at_least_s for e, v in self._entries().items() if e != own)
+        code (WorkerGate.calling) for at least `at_least_s` seconds, or one that cannot pause is at work
+        (ncu, replaying each kernel of its process many times)."""
+        return any(not v["pausable"] or calling_for(v["folder"]) >= at_least_s
+                   for e, v in self._entries().items() if e != own)
 
     def unregister(self, entry: str) -> None:
         _unlink(self.root / "registry" / entry)

@@ -57,8 +57,8 @@ class Prepared:
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
     timed_out: bool = False              # a grading process of it was stopped at its time limit
     unpaused: bool = False               # ... or, beside other gradings, for not pausing (gate.py)
-    # ... while another grading on its GPU was inside a long call of its own (a kernel that hangs there
-    # can hold this one's calls back for seconds: its time limit then is no verdict)
+    # ... while another grading on its GPU was inside a long call of its own, or ncu was at work there
+    # (a kernel that hangs there can hold this one's calls back for seconds: its time limit then is no verdict)
     contended: bool = False
 
 
