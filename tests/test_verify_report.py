@@ -160,3 +160,28 @@ def test_the_grading_spreads_over_the_hosts_gpus_with_the_same_verdicts(tmp_path
     assert [(r["verdict"], r["as_expected"]) for r in two] == [(r["verdict"], r["as_expected"]) for r in one]
     assert {r["gpu"] for r in two} == {"0", "1"} and all("log" not in r for r in two)
     assert any(line.endswith(("on GPU 0", "on GPU 1")) for line in said[2:])
+
+
+def test_the_solutions_20_seeds_start_with_the_longest_and_report_in_the_courses_order(monkeypatch):
+    """The self-test's 20-seed runs go four at a time: the exercise given the longest time limit
+    (day14.decoder) starts first, so that a short one does not leave it past the deadline; the rows
+    keep the course's order and say how long each took."""
+    import importlib
+    import threading
+
+    from grader.check import Result
+    from grader.maintain import verify
+
+    started, lock = [], threading.Lock()
+
+    def fake_check(exercise, **kw):
+        with lock:
+            started.append(exercise)
+        return Result(exercise, "solution", "gpu")
+
+    monkeypatch.setattr(importlib.import_module("grader.check"), "check", fake_check)
+    scope = verify.Scope(["day13-day14"])
+    rows = verify.many_seeds(lambda m: None, scope)
+    assert started[0] == "day14.decoder"
+    assert [r["exercise"] for r in rows] == [e.id for e in scope.exercises()]
+    assert all(r["ok"] and r["seconds"] >= 0 for r in rows)
