@@ -128,11 +128,7 @@ def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None,
     if _NEXT.get("key") != key:  # (started for other options)
         _discard_next()
     pair, sanitizers = _NEXT.get("pair"), _NEXT.get("sanitizers", {})
-    first = _started(opts, profiler=False)
-    second = _started(opts, profiler=True) if first is not None else None
-    if first is not None and second is None:
-        first.discard()
-    _NEXT = {"key": key, "pair": (first, second) if second is not None else None, "sanitizers": {}}
+    _NEXT = {"key": key, "pair": _start_pair(opts), "sanitizers": {}}
     if pair is not None and not all(_alive(w) for w in pair):  # one has ended meanwhile
         _discard(pair)
         pair = None
@@ -151,11 +147,7 @@ def prime_lane(opts: RunOptions) -> None:
     import multiprocessing.util
 
     multiprocessing.util.Finalize(None, _discard_next, exitpriority=10)
-    first = _started(opts, profiler=False)
-    second = _started(opts, profiler=True) if first is not None else None
-    if first is not None and second is None:
-        first.discard()
-    _NEXT = {"key": _warm_key(opts), "pair": (first, second) if second is not None else None, "sanitizers": {}}
+    _NEXT = {"key": _warm_key(opts), "pair": _start_pair(opts), "sanitizers": {}}
     if "memcheck" in opts.sanitizers:
         w = _started(opts, sanitize="memcheck")
         if w is not None:
@@ -180,6 +172,16 @@ def _after_run(prep: Prepared, opts: RunOptions, pair, sanitizers: dict) -> None
             w = _started(opts, sanitize=tool)
             if w is not None:
                 waiting[tool] = w
+
+
+def _start_pair(opts: RunOptions) -> tuple | None:
+    """pipeline.run's `warm` for a lane's next submission, or None where either could not start (the
+    first of a pair whose second failed is stopped)."""
+    first = _started(opts, profiler=False)
+    second = _started(opts, profiler=True) if first is not None else None
+    if first is not None and second is None:
+        first.discard()
+    return (first, second) if second is not None else None
 
 
 def _started(opts: RunOptions, **kind):
