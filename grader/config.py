@@ -64,3 +64,7 @@ GATE_PAUSE_LIMIT_S = 10.0
 # stopped at 10 s beside the hang mutants). A check that reaches a time limit so is graded again with
 # the GPU to itself (class grading grades every time limit reached beside others again so).
 CONTENDED_CALL_S = 1.0
+# A timing whose pauses are not all said after this many seconds (a grading inside a long stretch of GPU
+# work: a hang, a case under compute-sanitizer, a module loading) lets those already paused work on
+# while it waits for the late ones alone, and asks them again after.
+GATE_LAG_S = 0.25

@@ -273,3 +273,48 @@ def test_a_check_that_reaches_a_time_limit_beside_a_long_call_is_graded_again_al
     runs.clear()
     result = pipeline.check("day01.scale_add", source=tmp_path / "x.cu")  # a learner's check: no gate, no re-run
     assert runs == [(None, False)]
+
+
+def test_while_a_timing_waits_for_one_inside_a_long_stretch_the_others_work_on(tmp_path):
+    """One grading inside a long stretch of GPU work (a case under compute-sanitizer, a kernel that
+    hangs until its supervisor stops it) does not stop the others for as long: after
+    config.GATE_LAG_S they work on, the timing waiting for the late one alone; then they are asked
+    again, and nothing runs beside the timing. The late one stays paused until the timing ends."""
+    from grader import config
+
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    a = Process(gate, tmp_path / "a", log, "a")
+    slow = Process(gate, tmp_path / "slow", log, "slow")
+    b = Process(gate, tmp_path / "b", log, "b")
+    stop = threading.Event()
+
+    def cases(p):
+        i = 0
+        while not stop.is_set():
+            p.work(f"case {i}", 0.02)
+            i += 1
+
+    def slow_cases():
+        slow.work("long stretch", 1.0)
+        slow.work("after", 0.01)
+
+    threads = [threading.Thread(target=cases, args=(b,)), threading.Thread(target=slow_cases)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)  # the slow one is inside its long stretch
+    asked = time.monotonic()
+    a.work("timing", 0.2, exclusive=True)
+    stop.set()
+    for t in threads:
+        t.join()
+    for p in (a, slow, b):
+        p.close()
+    timing = next(e for e in log if e[1] == "timing")
+    long = next(e for e in log if e[1] == "long stretch")
+    assert not [e for e in log if e is not timing and _overlaps(e, timing)]
+    assert timing[2] >= long[3]  # the timing waited for the long stretch to end
+    worked = [e for e in log if e[0] == "b" and e[2] > asked + config.GATE_LAG_S + 0.05 and e[3] < long[3]]
+    assert len(worked) >= 10, "the others stood still while the timing waited for the late one"
+    after = next(e for e in log if e[1] == "after")
+    assert after[2] >= timing[3]  # the late one paused once its stretch ended, until the timing was over
+    assert not any((tmp_path / n / PAUSE).exists() for n in ("a", "slow", "b"))

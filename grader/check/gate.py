@@ -33,6 +33,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .. import config
+
 PAUSE, PAUSED, WANT, GRANTED = "gate-pause", "gate-paused", "gate-want", "gate-granted"
 LISTENING = "gate-listening"  # the grading process answers pauses from now on (it has started)
 # The grading process is inside a call of the learner's code since the time written (gate or not): its
@@ -121,8 +123,8 @@ class GpuGate:
             return False
         try:
             token = _read(self.root / "timing")
-            if token is not None:
-                self.release((os.dup(fd), token))
+            if token is not None:  # (every pause goes: the holder may have asked some with later tokens)
+                self.release((os.dup(fd), token, None))
             return token is not None
         finally:
             os.close(fd)
@@ -137,32 +139,70 @@ class GpuGate:
     def unregister(self, entry: str) -> None:
         _unlink(self.root / "registry" / entry)
 
-    def acquire(self, own: str, alive=lambda: True) -> tuple[int, str]:
+    def acquire(self, own: str, alive=lambda: True) -> tuple[int, str, tuple[str, ...]]:
         """The GPU for the process registered as `own`: one timing at a time; every other process
         paused (each has said so) or, if it cannot pause, ended. Returns the turn for release().
-        Stops waiting if `alive()` turns false (the process asking has ended)."""
+        Stops waiting if `alive()` turns false (the process asking has ended).
+        Those that have not paused after config.GATE_LAG_S (inside a long stretch of GPU work) are
+        waited for alone: the ones already paused work on meanwhile, and are asked again once the
+        late ones have paused (a new token each time, so that an old "paused" does not count); a
+        late one stays paused. Each round leaves one more paused for good: it ends."""
         fd = os.open(self.root / "turn.lock", os.O_CREAT | os.O_RDWR, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         token = uuid.uuid4().hex
+        asked: dict[str, str] = {}  # entry: the token of the pause asked of it
         with self._lock("registry.lock"):
             _write(self.root / "timing", token)
-            others = {e: v for e, v in self._entries().items() if e != own}
-            for v in others.values():
-                if v["pausable"]:
-                    _write(Path(v["folder"]) / PAUSE, token)
-        while others and alive():
-            registered = set(self._entries())
-            others = {e: v for e, v in others.items() if e in registered and
-                      not (v["pausable"] and _paused_or_not_started(Path(v["folder"]), token))}
+            pending = {e: v for e, v in self._entries().items() if e != own}
+            self._ask(pending, token, asked)
+        tokens, since = [token], time.monotonic()
+        while pending and alive():
+            pending = self._not_paused(pending, asked)
+            if pending and time.monotonic() - since > config.GATE_LAG_S:
+                late = pending
+                with self._lock("registry.lock"):
+                    paused = {e: v for e, v in self._entries().items()
+                              if e in asked and e not in late and v["pausable"]}
+                    for e, v in paused.items():  # work on while the late ones finish their stretch
+                        if _read(Path(v["folder"]) / PAUSE) == asked[e]:
+                            _unlink(Path(v["folder"]) / PAUSE)
+                while late and alive():
+                    time.sleep(POLL_S)
+                    late = self._not_paused(late, asked)
+                again = uuid.uuid4().hex
+                tokens.append(again)
+                with self._lock("registry.lock"):
+                    registered = self._entries()
+                    pending = {e: registered[e] for e in paused if e in registered}
+                    self._ask(pending, again, asked)
+                since = time.monotonic()
             time.sleep(POLL_S)
-        return fd, token
+        return fd, token, tuple(tokens)
 
-    def release(self, turn: tuple[int, str]) -> None:
-        fd, token = turn
+    @staticmethod
+    def _ask(entries: dict, token: str, asked: dict) -> None:
+        for e, v in entries.items():
+            if v["pausable"]:
+                _write(Path(v["folder"]) / PAUSE, token)
+                asked[e] = token
+
+    def _not_paused(self, entries: dict, asked: dict) -> dict:
+        """Those of `entries` still registered that have neither paused (for the pause asked of them) nor,
+        if pausable, yet started."""
+        registered = set(self._entries())
+        return {e: v for e, v in entries.items() if e in registered and
+                not (v["pausable"] and _paused_or_not_started(Path(v["folder"]), asked[e]))}
+
+    def release(self, turn: tuple) -> None:
+        """The timing has ended: its marker and every pause it asked removed (`turn`'s tokens; None: any,
+        for a timing whose holder died)."""
+        fd, token, *more = turn
+        tokens = set(more[0]) if more and more[0] is not None else None
         with self._lock("registry.lock"):
             _unlink(self.root / "timing")
             for v in self._entries().values():
-                if v["pausable"] and _read(Path(v["folder"]) / PAUSE) == token:
+                asked = _read(Path(v["folder"]) / PAUSE) if v["pausable"] else None
+                if asked is not None and (tokens is None or asked in tokens or asked == token):
                     _unlink(Path(v["folder"]) / PAUSE)
         os.close(fd)
 
