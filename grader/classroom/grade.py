@@ -395,7 +395,8 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     t_run = time.perf_counter()
     # (the preparation's processes and the slots' are waited for inside: their CPU seconds count)
     with CpuMeter() as meter, \
-            cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=os.nice, initargs=(config.PREPARE_NICE,)) as pool:
         if session is not None:
             items = list(prepared_items(pool))  # (a Ray run takes them all at once)
             t_run = time.perf_counter()
