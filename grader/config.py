@@ -73,3 +73,6 @@ GATE_LAG_S = 0.25
 # builds only need to keep ahead of them (at 7a38631 with 2 GPUs on 32 CPUs, the cases took 0.48 s per
 # grading on 1 GPU and 1.19 s on 2, memcheck 0.53 s and 1.39 s).
 PREPARE_NICE = 10
+# How often processes started ahead of a grading (supervise.WarmWorker) are checked against the host-memory
+# limit while they wait (nothing supervises them then).
+WAITING_WATCH_S = 1.0

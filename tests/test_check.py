@@ -2,7 +2,7 @@
 import pytest
 
 import grader
-from grader import toolchain
+from grader import config, toolchain
 from grader.check import check
 from conftest import gpu
 
@@ -230,6 +230,30 @@ def test_a_grading_process_started_early_ends_when_its_check_is_gone(tmp_path):
         time.sleep(0.2)
     os.kill(pid, 9)
     raise AssertionError("the early-started grading process outlived its check by a minute")
+
+
+def test_a_grading_process_waiting_past_its_memory_limit_is_stopped(tmp_path):
+    """Processes started ahead wait unsupervised (a class run's sanitizer processes may wait a whole
+    run): one that grows past the host-memory limit meanwhile is stopped and its log says so; one
+    within its limit waits on."""
+    import time
+
+    from grader.check.supervise import RunOptions, WarmWorker
+
+    small = WarmWorker(RunOptions(memory_limit_gb=1e-6))  # 1 KB: any Python is past it
+    roomy = WarmWorker(RunOptions(memory_limit_gb=64))
+    try:
+        deadline = time.monotonic() + 60
+        while small.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert small.proc.poll() is not None, "the process past its limit was not stopped"
+        assert small.over_memory > 1024
+        assert "stopped while waiting for a grading" in (small.tmp / "output.log").read_text()
+        time.sleep(3 * config.WAITING_WATCH_S)
+        assert roomy.proc.poll() is None and not roomy.over_memory
+    finally:
+        small.discard()
+        roomy.discard()
 
 
 def test_the_sass_checks_need_no_torch_import_and_the_mode_is_known_at_the_end(tmp_path):

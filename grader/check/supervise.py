@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,48 @@ def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> t
             sandbox.environment(env))
 
 
+class _WaitingWatch:
+    """The host-memory limit for processes started ahead (WarmWorker) while they wait for a grading:
+    no supervisor watches them then, and a class run keeps several per lane, some (the sanitizers')
+    waiting a whole run when their stage's verdict is cached. One thread per process checks them all
+    every config.WAITING_WATCH_S; one past its limit is stopped and says so in its log (a grading
+    that finds it ended starts its own). On 2 x H100 at d2354f5 a compute-sanitizer memcheck process
+    of a Ray worker grew to 241 GB of host memory unstopped, and Ray's memory monitor killed workers."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._watched: dict = {}  # WarmWorker: its limit in bytes
+        self._thread: threading.Thread | None = None
+
+    def watch(self, warm: "WarmWorker", limit: float) -> None:
+        with self._lock:
+            self._watched[warm] = limit
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True, name="warm-memory-watch")
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(config.WAITING_WATCH_S)
+            with self._lock:
+                waiting = {w: lim for w, lim in self._watched.items() if not w.used and w.proc.poll() is None}
+                self._watched = waiting
+            for w, limit in waiting.items():
+                used = _tree_rss_bytes(w.proc.pid)
+                if used > limit and not w.used:
+                    w.over_memory = used  # (said before it ends: whoever sees it ended reads why)
+                    try:
+                        w.log.write(f"\n[grader] stopped while waiting for a grading: {used / 2**30:.1f} GB of "
+                                    f"host memory, past the {limit / 2**30:g} GB limit\n".encode())
+                        w.log.flush()
+                    except ValueError:  # (discarded meanwhile: its log is closed)
+                        pass
+                    w.proc.kill()
+
+
+_WAITING = _WaitingWatch()
+
+
 def copy_module(module_dir: str, folder: Path) -> str:
     """The built module copied into `folder`/module, for a process that sees only `folder`."""
     into = folder / "module"
@@ -126,6 +169,7 @@ class WarmWorker:
         self.config = self.tmp / "config.json"
         self.log = open(self.tmp / "output.log", "wb")
         self.sanitize, self.used = sanitize, False
+        self.over_memory = 0  # bytes, where it was stopped while waiting (_WaitingWatch)
         wait = ["--wait-profiler" if profiler else "--wait", str(self.config)]
         env = toolchain.subprocess_env(opts.runtime_root)
         prefix = []
@@ -137,6 +181,8 @@ class WarmWorker:
         # stdin: a pipe this process holds open; the worker ends at its end of file (worker.wait_for)
         self.proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdin=subprocess.PIPE, stdout=self.log,
                                      stderr=subprocess.STDOUT)
+        if opts.memory_limit_gb:  # (once a grading takes it, run_worker's own watch applies)
+            _WAITING.watch(self, opts.memory_limit_gb * 2**30)
 
     def discard(self) -> None:
         """Stop it if it is still waiting (nothing to grade, or it was used) and remove its folder."""
