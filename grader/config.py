@@ -62,8 +62,10 @@ GATE_PAUSE_LIMIT_S = 10.0
 # inside a call of its own (or ncu was at work there) is "contended": a kernel that hangs in one process can hold the calls of the
 # others on its GPU back past their limit (the self-test at 6abee3e: a mutant's 0.1 s side-stream call
 # stopped at 10 s beside the hang mutants). A check that reaches a time limit so is graded again with
-# the GPU to itself (class grading grades every time limit reached beside others again so).
-CONTENDED_CALL_S = 1.0
+# the GPU to itself. Class grading does so with every time limit reached beside others, but a call
+# stopped past the run limit (a hang) only if contended: beside calls shorter than this the GPU was
+# its own but for their kernels. (1.0 s until 35a5927; lower: a neighbour's long kernels count sooner.)
+CONTENDED_CALL_S = 0.5
 # A timing whose pauses are not all said after this many seconds (a grading inside a long stretch of GPU
 # work: a hang, a case under compute-sanitizer, a module loading) lets those already paused work on
 # while it waits for the late ones alone, and asks them again after.

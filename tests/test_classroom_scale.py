@@ -302,6 +302,43 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
     assert not (gate / "timing").exists()  # the turn given back
 
 
+@pytest.mark.parametrize("contended", [False, True])
+def test_a_call_stopped_as_a_hang_is_graded_again_alone_only_beside_a_long_call(tmp_path, monkeypatch, contended):
+    """One call of its own code stopped past the run limit while the other lanes' calls were all short
+    (not `contended`): the GPU was its own but for their kernels, the verdict stands and nothing runs
+    again; beside another's long call (a hang, compute-sanitizer, ncu) it is graded again alone."""
+    from grader.check import Prepared, Result, RunOptions
+    from grader.check.gate import GpuGate
+    from grader.classroom import grade
+
+    gate = tmp_path / "gpu-0"
+    GpuGate(gate)
+    calls = []
+
+    def fake_run(ex, prep, opts, warm=None, warm_sanitizers=None):
+        calls.append(opts.gate)
+        if opts.gate:
+            prep.timed_out = prep.stuck = True
+            prep.contended = contended
+            prep.result.add("correctness", "run", "fail", "no result within 10 s from one call of your code")
+        else:
+            prep.result.add("correctness", "run", "pass", "alone")
+        return prep.result
+
+    monkeypatch.setattr(grade, "run", fake_run)
+    monkeypatch.setattr(grade, "slot_gate", lambda: str(gate))
+    item = ("s", EXERCISE, Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu")), RunOptions(), "path", "display")
+    got = grade.grade_one(item, None)
+    if contended:
+        assert isinstance(got, slots.Later)
+        record = grade.grade_one(got.item, None)
+        assert calls == [str(gate), None] and record["verdict"] == "pass"
+    else:
+        assert isinstance(got, dict) and calls == [str(gate)]
+        assert got["verdict"] == "fail" and "from one call of your code" in got["items"][0]["detail"]
+        assert not any("graded again" in k for k in got["timings"])
+
+
 def _setup_marks(folder):
     (folder / f"setup-{os.getpid()}").touch()
     return None

@@ -57,6 +57,7 @@ class Prepared:
     deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
     timed_out: bool = False              # a grading process of it was stopped at its time limit
+    stuck: bool = False                  # ... there, one call of its code past the run limit (a hang)
     unpaused: bool = False               # ... or, beside other gradings, for not pausing (gate.py)
     # ... while another grading on its GPU was inside a long call of its own, or ncu was at work there
     # (a kernel that hangs there can hold this one's calls back for seconds: its time limit then is no verdict)
@@ -295,7 +296,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                        f"grading on this GPU waited to time: the kernel hangs or is far too slow (the grading "
                        f"process was stopped)")
         elif stuck:
-            prep.timed_out = True
+            prep.timed_out = prep.stuck = True
             result.add(group, running or "run", "fail",
                        f"no result within {run_limit:.0f} s from one call of your code (one seed of this case): "
                        f"the kernel hangs or is far too slow (the grading process was stopped)")
