@@ -265,10 +265,10 @@ def test_a_failing_feed_is_said_not_lost():
     assert len(done) == 1 and any("preparation pool died" in e for e in stats["errors"])
 
 
-def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path, monkeypatch):
-    """A kernel hanging in another lane slows this one's cases too (the GPU shares its time between
-    processes): a time limit reached beside others is no verdict; the submission is graded again with
-    the GPU to itself (every other lane paused), and only that run counts."""
+def _lane_grading(tmp_path, monkeypatch, beside):
+    """grade_one in a lane of GPU 0 (its gate under tmp_path) with the run stubbed: beside the other
+    lanes `beside(prep)` says how it went; with the GPU alone it passes. Returns (grade, the item,
+    the gate, the runs as (gate, alone: the gate's turn held, every other process paused))."""
     from grader.check import Prepared, Result, RunOptions
     from grader.check.gate import GpuGate
     from grader.classroom import grade
@@ -278,19 +278,28 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
     calls = []
 
     def fake_run(ex, prep, opts, warm=None, warm_sanitizers=None):
-        alone = (gate / "timing").exists()  # the gate's turn is held: every other process paused
-        calls.append((opts.gate, alone))
+        calls.append((opts.gate, (gate / "timing").exists()))
         if opts.gate:
-            prep.timed_out = True
-            prep.result.add("correctness", "run", "fail", "no result within 60 s")
+            beside(prep)
         else:
             prep.result.add("correctness", "run", "pass", "alone")
         return prep.result
 
     monkeypatch.setattr(grade, "run", fake_run)
     monkeypatch.setattr(grade, "slot_gate", lambda: str(gate))
-    prep = Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu"))
-    item = ("s", EXERCISE, prep, RunOptions(), "path", "display")
+    item = ("s", EXERCISE, Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu")), RunOptions(), "path", "display")
+    return grade, item, gate, calls
+
+
+def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path, monkeypatch):
+    """A kernel hanging in another lane slows this one's cases too (the GPU shares its time between
+    processes): a time limit reached beside others is no verdict; the submission is graded again with
+    the GPU to itself (every other lane paused), and only that run counts."""
+    def beside(prep):
+        prep.timed_out = True
+        prep.result.add("correctness", "run", "fail", "no result within 60 s")
+
+    grade, item, gate, calls = _lane_grading(tmp_path, monkeypatch, beside)
     later = grade.grade_one(item, None)
     assert isinstance(later, slots.Later) and calls == [(str(gate), False)]
     assert later.item[2].result.items == []  # the prepared submission as it was before the run
@@ -307,34 +316,19 @@ def test_a_call_stopped_as_a_hang_is_graded_again_alone_only_beside_a_long_call(
     """One call of its own code stopped past the run limit while the other lanes' calls were all short
     (not `contended`): the GPU was its own but for their kernels, the verdict stands and nothing runs
     again; beside another's long call (a hang, compute-sanitizer, ncu) it is graded again alone."""
-    from grader.check import Prepared, Result, RunOptions
-    from grader.check.gate import GpuGate
-    from grader.classroom import grade
+    def beside(prep):
+        prep.timed_out = prep.stuck = True
+        prep.contended = contended
+        prep.result.add("correctness", "run", "fail", "no result within 10 s from one call of your code")
 
-    gate = tmp_path / "gpu-0"
-    GpuGate(gate)
-    calls = []
-
-    def fake_run(ex, prep, opts, warm=None, warm_sanitizers=None):
-        calls.append(opts.gate)
-        if opts.gate:
-            prep.timed_out = prep.stuck = True
-            prep.contended = contended
-            prep.result.add("correctness", "run", "fail", "no result within 10 s from one call of your code")
-        else:
-            prep.result.add("correctness", "run", "pass", "alone")
-        return prep.result
-
-    monkeypatch.setattr(grade, "run", fake_run)
-    monkeypatch.setattr(grade, "slot_gate", lambda: str(gate))
-    item = ("s", EXERCISE, Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu")), RunOptions(), "path", "display")
+    grade, item, gate, calls = _lane_grading(tmp_path, monkeypatch, beside)
     got = grade.grade_one(item, None)
     if contended:
         assert isinstance(got, slots.Later)
         record = grade.grade_one(got.item, None)
-        assert calls == [str(gate), None] and record["verdict"] == "pass"
+        assert calls == [(str(gate), False), (None, True)] and record["verdict"] == "pass"
     else:
-        assert isinstance(got, dict) and calls == [str(gate)]
+        assert isinstance(got, dict) and calls == [(str(gate), False)]
         assert got["verdict"] == "fail" and "from one call of your code" in got["items"][0]["detail"]
         assert not any("graded again" in k for k in got["timings"])
 
