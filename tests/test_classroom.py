@@ -252,3 +252,36 @@ def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
         grade._after_run(built, opts, pair, sanitizers)
     assert started and all(w.discarded for w in started)  # the first of each pair, stopped at once
     assert grade._NEXT == {"key": grade._warm_key(opts), "pair": None, "sanitizers": {}}
+
+
+def test_a_grading_process_left_running_after_a_class_run_is_stopped():
+    """A grading process whose lane process ended first comes to the class run's process (its
+    subreaper) and is stopped at the run's end; a process of the caller's that is no grading
+    process is left alone."""
+    import os
+    import subprocess
+    import sys
+
+    from grader.classroom import orphans
+
+    before = orphans.adopt_orphans()
+    leave = ("import subprocess, sys\n"
+             "def start(*args):\n"
+             "    return subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', *args],\n"
+             "                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid\n"
+             "print(start('-m', 'grader.check.worker'), start(), flush=True)\n")  # and ends: its children come here
+    grading, other = map(int, subprocess.run([sys.executable, "-c", leave], capture_output=True, text=True,
+                                             timeout=60).stdout.split())
+    try:
+        stopped = orphans.stop_orphans(before)
+        assert len(stopped) == 1 and "grader.check.worker" in stopped[0], stopped
+        with pytest.raises(ProcessLookupError):
+            os.kill(grading, 0)  # stopped and reaped
+        os.kill(other, 0)  # still there
+    finally:
+        for pid in (grading, other):
+            try:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass

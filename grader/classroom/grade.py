@@ -50,6 +50,7 @@ from ..check.gate import GpuGate
 from ..check.pipeline import ALONE_PHASE, first_run_phase
 from .reports import score, write_reports
 from .cpu import CpuMeter
+from .orphans import adopt_orphans, stop_orphans
 from .slots import Later, resolve_gpus, run_on_slots, slot_gate
 from .submissions import discover, locate
 
@@ -331,6 +332,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             sandbox.disable(gpu_problem)
     echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
     session = None
+    before = adopt_orphans()  # (a grading process whose lane died comes to this process: stopped at the end)
     if ray is not None and todo:  # a local cluster starts while the submissions are prepared
         from .ray_backend import RaySession
 
@@ -341,6 +343,10 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     finally:
         if session:
             session.close()
+        left = stop_orphans(before)
+        if left:
+            echo(f"{len(left)} grading process{'es' if len(left) > 1 else ''} outlived {'their' if len(left) > 1 else 'its'} "
+                 f"lane and {'were' if len(left) > 1 else 'was'} stopped at the end of the run: {left[0][:200]}")
 
 
 def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,
