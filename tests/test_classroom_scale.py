@@ -371,6 +371,8 @@ def test_every_lane_of_a_slot_starts_with_it_and_primes_beside_the_setup(tmp_pat
     assert done[0][1]["pid"] in primed and len(list(setups.iterdir())) == 1
     g = stats["per_gpu"]["0"]
     assert 0 <= g["first_s"] <= g["end_s"] and g["graded"] == 1
+    # what the first item waited for, said: the other lanes' start, and the item itself
+    assert 0 < g["ready_s"] <= g["first_s"] and 0 <= stats["first_item_s"] <= g["first_s"]
 
 
 def _setup_at(folder):

@@ -185,3 +185,11 @@ def test_the_solutions_20_seeds_start_with_the_longest_and_report_in_the_courses
     assert started[0] == "day14.decoder"
     assert [r["exercise"] for r in rows] == [e.id for e in scope.exercises()]
     assert all(r["ok"] and r["seconds"] >= 0 for r in rows)
+
+
+def test_a_class_run_says_what_each_gpus_first_grading_waited_for():
+    timing = {"per_gpu": {"0": {"setup_s": 12.7, "ready_s": 15.2}, "1": {"setup_s": 13.1, "ready_s": 17.9}},
+              "first_prepared_s": 9.4}
+    assert verify._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, "
+                                          "first submission built 9 s")
+    assert verify._start_note({"per_gpu": {"0": {"setup_s": 12.7}}}) == ""  # (a run before 35a5927)

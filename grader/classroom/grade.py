@@ -431,7 +431,8 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         "lanes": lanes if session is None else 1, "overlapped": session is None,
         "gpu_busy_s": sum(g["busy_s"] for g in per_gpu.values()),
         "calibrate_s": max((g.get("setup_s", 0.0) for g in per_gpu.values()), default=0.0),
-        "per_gpu": per_gpu, "has_gpu": toolchain.has_gpu(), "cpu": cpu}, indent=1))
+        "per_gpu": per_gpu, "first_prepared_s": stats.get("first_item_s"),
+        "has_gpu": toolchain.has_gpu(), "cpu": cpu}, indent=1))
     echo(f"graded {len(todo)} submissions in {total:.0f} s (prepare {build_s:.0f} s, GPU {run_s:.0f} s "
          f"on {len(per_gpu) or 1} GPU{'s' if len(per_gpu) > 1 else ''}"
          + (", preparing and grading side by side" if session is None else "")
@@ -484,4 +485,4 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
                          sandbox_off=sandbox.available(), lanes=lanes, gate_root=gates, prime=prime,
                          setup_early=early)
-    return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors}
+    return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors, "first_item_s": stats["first_item_s"]}

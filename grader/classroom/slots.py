@@ -127,6 +127,7 @@ class _Feed:
         self._last: collections.deque = collections.deque()
         self.exhausted = False
         self.error: str | None = None
+        self.first_at: float | None = None  # time.perf_counter() when the first item was ready
 
     def take(self):
         with self._lock:
@@ -134,7 +135,9 @@ class _Feed:
                 return self._again.popleft()
             if not self.exhausted:
                 try:
-                    return next(self._items), 1
+                    item = next(self._items), 1
+                    self.first_at = self.first_at or time.perf_counter()
+                    return item
                 except StopIteration:
                     self.exhausted = True
                 except Exception as e:  # the items could not be made (preparation failed): none is lost silently
@@ -173,13 +176,14 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
     starts (all `lanes` of a slot start with it, beside its setup). A slot runs its setup once it has
     an item, or (`setup_early`: items are sure to come) at once, while the first item is being made.
     Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
-    "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "first_s"/"end_s": when
-    its first item started and its last ended, seconds since the call}}, "errors": [slots whose
-    setup failed; the others took their items]}."""
+    "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "ready_s": when its other
+    lanes' processes had started (with `prime`), "first_s"/"end_s": when its first item started and its last ended, seconds
+    since the call}}, "errors": [slots whose setup failed; the others took their items],
+    "first_item_s": when the first item was ready}."""
     feed = _Feed(items)
     lock = threading.Lock()
     stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "lane_s": 0.0, "setup_s": 0.0, "lanes": lanes,
-                            "first_s": None, "end_s": None} for d in devices}
+                            "ready_s": None, "first_s": None, "end_s": None} for d in devices}
     t_origin = time.perf_counter()
     errors: list[str] = []
 
@@ -205,6 +209,9 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
             t0 = time.perf_counter()
             pool = state["pool"]
             started["spawned"] = [pool.submit(_noop) for _ in range(lanes - 1 if setup else lanes)] if prime else []
+            for f in started["spawned"]:  # (the last one's end: every lane's processes started)
+                f.add_done_callback(lambda _: mine.__setitem__(
+                    "ready_s", max(mine["ready_s"] or 0.0, time.perf_counter() - t_origin)))
             started["setup"] = pool.submit(setup) if setup else None
             if started["setup"] is not None:
                 started["setup"].add_done_callback(lambda _: mine.__setitem__("setup_s", time.perf_counter() - t0))
@@ -283,7 +290,8 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         raise RuntimeError("; ".join(errors))
     if feed.error:
         errors.append(f"the items left could not be made: {feed.error}")
-    return {"per_gpu": stats, "errors": errors}
+    return {"per_gpu": stats, "errors": errors,
+            "first_item_s": feed.first_at - t_origin if feed.first_at is not None else None}
 
 
 def probe(item, context=None, seconds: float = 0.6) -> dict:

@@ -808,6 +808,18 @@ def _cpu_cell(run: dict) -> str:
             f"{cpu['cpu_s'] / max(1, run['students']):.1f} CPU-s")
 
 
+def _start_note(timing: dict) -> str:
+    """What the first grading on each GPU waited for: its calibration, its lanes' processes, the first
+    submission built (seconds into the GPU phase; runs before 35a5927 did not say)."""
+    gpus = list(timing.get("per_gpu", {}).values())
+    if not gpus or timing.get("first_prepared_s") is None:
+        return ""
+    ready = [g["ready_s"] for g in gpus if g.get("ready_s") is not None]
+    return (f"; waited for: calibration {max(g['setup_s'] for g in gpus):.0f} s"
+            + (f", lanes started {max(ready):.0f} s" if ready else "")
+            + f", first submission built {timing['first_prepared_s']:.0f} s")
+
+
 def _sanitizer_share(report: dict) -> float:
     """The compute-sanitizer stage on top of the rest of the grading: against the run's total time
     where one submission was graded at a time, against the lanes' seconds added up where several were
@@ -990,7 +1002,7 @@ def class_report(out: str | Path) -> str:
                       + (", ".join(f"{g['graded']} in {g['busy_s']:.0f} s" + (
                           f" (from {g['first_s']:.0f} to {g['end_s']:.0f} s)" if g.get("end_s") is not None else "")
                                    for g in r["timing"].get("per_gpu", {}).values())
-                         or "-") + f" | {_cpu_cell(r)} | {same} |")
+                         or "-") + _start_note(r["timing"]) + f" | {_cpu_cell(r)} | {same} |")
         md.append("")
     p = projection(report, len(exercises.all_exercises()))
     sc = p["scaling"]
