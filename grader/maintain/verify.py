@@ -810,7 +810,7 @@ def _cpu_cell(run: dict) -> str:
 
 def _start_note(timing: dict) -> str:
     """What the first grading on each GPU waited for: its calibration, its lanes' processes, the first
-    submission built (seconds into the GPU phase; runs before 35a5927 did not say)."""
+    submission built (seconds into the GPU phase; runs before f0d321e did not say)."""
     gpus = list(timing.get("per_gpu", {}).values())
     if not gpus or timing.get("first_prepared_s") is None:
         return ""
