@@ -176,15 +176,29 @@ def test_projection_from_measured_runs(tmp_path):
     assert host["prepare_s"] == 4800 * (40.0 * 8 / 30) / 64 and host["calibrate_s"] == 16 * 3.0
     assert host["total_s"] == host["prepare_s"] + host["calibrate_s"] + host["gpu_s"]
     assert p["meets_target"] == (host["total_s"] <= PROJECTION_TARGET_S)
-    # a run on two GPUs measures the scaling: 300 s -> 160 s is 1.875x, 94% of ideal
+    # a run on two GPUs measures the scaling: each GPU busy 150 s of its 160 s GPU phase (its first grading
+    # 10 s in) for 15 gradings, 10.0 s each as on one GPU: ideal pace, plus the start, paid once
     two = _run(2, 160.0, verdicts={"s3": "fail"})
+    for g in two["timing"]["per_gpu"].values():
+        g.update(busy_s=150.0, first_s=10.0)
+    two["timing"]["gpu_busy_s"] = 300.0
     two["timing"]["cpu"] = {"cpus": 32, "cpu_s": 300.0, "busy": 0.5, "saturated": 0.25}
     p2 = projection(dict(two, runs=[one, two]), exercises=16)
     assert p2["scaling"]["measured"] and abs(p2["scaling"]["speedup"] - 300 / 160) < 1e-9
-    assert abs(p2["rows"][1]["gpu_s"] - 4800 * 10.0 / (8 * (300 / 160) / 2)) < 1e-6
+    assert p2["scaling"]["efficiency"] == 1.0 and p2["scaling"]["start_s"] == 10.0
+    assert abs(p2["rows"][1]["gpu_s"] - (10.0 + 4800 * 10.0 / 8)) < 1e-6
+    # each GPU slower beside the other (the host's CPUs shared): 12.5 s per grading is 80% of ideal
+    for g in two["timing"]["per_gpu"].values():
+        g["busy_s"] = 187.5
+    two["timing"]["gpu_busy_s"] = 375.0
+    p2 = projection(dict(two, runs=[one, two]), exercises=16)
+    assert abs(p2["scaling"]["efficiency"] - 0.8) < 1e-9
+    assert abs(p2["rows"][1]["gpu_s"] - (10.0 + 4800 * 10.0 / (8 * 0.8))) < 1e-6
     (tmp_path / "class-grading.json").write_text(json.dumps(dict(two, runs=[one, two])))
     md = class_report(tmp_path)
-    assert "| 2 | 1 | today, c2 |" in md and "1 differ: s3" in md and "measured: the GPU phase 1.88x faster" in md
+    assert "| 2 | 1 | today, c2 |" in md and "1 differ: s3" in md
+    assert "each GPU 12.50 s of busy time per grading against 10.00 s (80% of ideal)" in md
+    assert "the GPU phase of these 30 students was 1.88x faster" in md
     assert "| 32 CPUs 50% busy (25% of seconds at 90% or more), 10.0 CPU-s | 1 differ" in md  # (how busy its CPUs were)
     assert "| - | - |" in md  # a run from before the CPUs were measured
     assert "## Projection: a class of 300" in md and "| one 8-GPU host | 8 |" in md

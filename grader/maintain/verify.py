@@ -875,15 +875,21 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
     # one exercise's baseline, per GPU (the slots' setup: measured from the runs with slots on)
     calib_per = t.get("calibrate_s")
     n = students * exercises
-    scaling = {"measured": False, "gpus": None, "speedup": None, "efficiency": 1.0,
+    scaling = {"measured": False, "gpus": None, "speedup": None, "efficiency": 1.0, "start_s": 0.0,
                "how": "not measured (no run on more than one GPU, or none on one): ideal scaling assumed"}
     if one and many:
         speedup = one["timing"]["run_s"] / max(1e-9, many["timing"]["run_s"])
-        eff = min(1.0, speedup / many["gpus"])
+        # Each GPU's pace with the others at work beside it (the host's CPUs shared): its busy seconds per
+        # grading, against one GPU's. The GPU phase of a small class also holds each GPU's start (its
+        # calibration, its lanes' processes, the first build), which a class of thousands pays once.
+        eff = min(1.0, rate / max(1e-9, _rate(many)))
+        start = max((g.get("first_s") or 0.0 for g in many["timing"].get("per_gpu", {}).values()), default=0.0)
         scaling = {"measured": True, "gpus": many["gpus"], "speedup": speedup, "efficiency": eff,
-                   "total_speedup": one["seconds"] / max(1e-9, many["seconds"]),
-                   "how": f"measured: the GPU phase {speedup:.2f}x faster on {many['gpus']} GPUs than on 1 "
-                          f"({eff:.0%} of ideal), assumed to hold at 8 GPUs and across hosts"}
+                   "start_s": start, "total_speedup": one["seconds"] / max(1e-9, many["seconds"]),
+                   "how": f"measured on {many['gpus']} GPUs against 1: each GPU {_rate(many):.2f} s of busy time per "
+                          f"grading against {rate:.2f} s ({eff:.0%} of ideal), assumed to hold at 8 GPUs and across "
+                          f"hosts with as many CPUs per GPU, plus its first grading's start ({start:.0f} s into the "
+                          f"GPU phase); the GPU phase of these {many['students']} students was {speedup:.2f}x faster"}
     # Runs since the lanes prepare and grade side by side (timing "overlapped"): the longer of the two
     # counts; before, one followed the other.
     overlapped = bool(t.get("overlapped"))
@@ -891,7 +897,7 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
     for name, per_host, hosts, cores in PROJECTION_HOSTS:
         g = per_host * hosts
         eff = 1.0 if g == 1 else scaling["efficiency"]
-        gpu_s = n * rate / (g * eff)
+        gpu_s = scaling["start_s"] + n * rate / (g * eff)
         # Preparation runs on the driver host (half its cores).
         prep_s = n * prep_per / max(1, cores // 2)
         calib_s = exercises * (calib_per or 0.0)
@@ -900,9 +906,9 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
                      "total_s": beside if overlapped else prep_s + calib_s + gpu_s, "overlapped_s": beside,
                      "efficiency": eff})
     eight = rows[1]
-    room = PROJECTION_TARGET_S - eight["calibrate_s"] - (0.0 if overlapped else eight["prepare_s"])
+    room = PROJECTION_TARGET_S - eight["calibrate_s"] - scaling["start_s"] - (0.0 if overlapped else eight["prepare_s"])
     needed = room * 8 * eight["efficiency"] / n if room > 0 and eight["prepare_s"] <= PROJECTION_TARGET_S else 0.0
-    needed_overlapped = (PROJECTION_TARGET_S - eight["calibrate_s"]) * 8 * eight["efficiency"] / n
+    needed_overlapped = (PROJECTION_TARGET_S - eight["calibrate_s"] - scaling["start_s"]) * 8 * eight["efficiency"] / n
     return {"students": students, "exercises": exercises, "gradings": n, "rate_s": rate,
             "rate_from": f"{base['students']} x {base['exercise']} on {base['gpus']} GPU{'s' if base['gpus'] > 1 else ''}, "
                          f"{base['environment'].get('gpu', '?')} at {base['environment'].get('commit', '?')}",
