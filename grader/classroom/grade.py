@@ -72,27 +72,34 @@ def _runtime_copy(work: Path) -> str:
     return str(rt)
 
 
-def _calibrate(runtime: str, exercise_id: str) -> dict | None:
-    """Each timed case's graded baseline (the copy's GB/s, cuBLAS's TFLOP/s, ...), measured once
-    for the run on each GPU, in a process of its own (it sees the GPU its caller is pinned to):
-    {case label: value}."""
+def _calibrate(runtime: str, exercise_ids: list[str]) -> dict[str, dict | None]:
+    """Each exercise's timed cases' graded baselines (the copy's GB/s, cuBLAS's TFLOP/s, ...), measured
+    once for the run on each GPU, in one process of its own (it sees the GPU its caller is pinned to;
+    Python, torch and the CUDA context start once for all the exercises): {exercise id: {case label:
+    value}, or None where that exercise's could not be measured}."""
     import subprocess
     import sys
 
-    code = f"import json; from grader.check.worker import calibrate; print(json.dumps(calibrate({exercise_id!r})))"
+    code = ("import json, sys\nfrom grader.check.worker import calibrate\nout = {}\n"
+            f"for ex_id in {list(exercise_ids)!r}:\n"
+            "    try:\n        out[ex_id] = calibrate(ex_id)\n"
+            "    except Exception as e:\n        print(f'{ex_id}: {type(e).__name__}: {e}', file=sys.stderr)\n"
+            "        out[ex_id] = None\n"
+            "print(json.dumps(out))\n")
     env = toolchain.subprocess_env(runtime)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return None
+        got = {}
+    return {ex_id: got.get(ex_id) for ex_id in exercise_ids}
 
 
 def calibrate_all(runtime: str, exercise_ids: list[str]) -> dict:
     """A slot's setup: its GPU's baseline for every exercise of the run ({} without a GPU)."""
     if not toolchain.has_gpu():
         return {}
-    return {ex_id: _calibrate(runtime, ex_id) for ex_id in exercise_ids}
+    return _calibrate(runtime, exercise_ids)
 
 
 # This lane's grading processes for its next submission, started while it grades the one before:
