@@ -258,13 +258,14 @@ def test_a_grading_process_left_running_after_a_class_run_is_stopped():
     """A grading process whose lane process ended first comes to the class run's process (its
     subreaper) and is stopped at the run's end; a process of the caller's that is no grading
     process is left alone."""
+    import ctypes
     import os
     import subprocess
     import sys
 
     from grader.classroom import orphans
 
-    before = orphans.adopt_orphans()
+    adopted = orphans.adopt_orphans()
     leave = ("import subprocess, sys\n"
              "def start(*args):\n"
              "    return subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', *args],\n"
@@ -273,11 +274,15 @@ def test_a_grading_process_left_running_after_a_class_run_is_stopped():
     grading, other = map(int, subprocess.run([sys.executable, "-c", leave], capture_output=True, text=True,
                                              timeout=60).stdout.split())
     try:
-        stopped = orphans.stop_orphans(before)
+        stopped = orphans.stop_orphans(adopted)
         assert len(stopped) == 1 and "grader.check.worker" in stopped[0], stopped
         with pytest.raises(ProcessLookupError):
             os.kill(grading, 0)  # stopped and reaped
         os.kill(other, 0)  # still there
+        # and this process is no subreaper after the run (an orphan of later work goes to init, as before)
+        flag = ctypes.c_int(-1)
+        ctypes.CDLL(None).prctl(orphans.PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+        assert flag.value == adopted.was_subreaper  # (0 unless something made it one before)
     finally:
         for pid in (grading, other):
             try:

@@ -74,17 +74,23 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _tree_rss_bytes(root: int) -> int:
-    """Resident memory of a process and all its descendants: the process started is bwrap (and
-    maybe compute-sanitizer), the one that uses the memory is the worker under it."""
+def children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, by the parent's pid (from /proc; empty where there is none)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit():
             try:
                 ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def _tree_rss_bytes(root: int) -> int:
+    """Resident memory of a process and all its descendants: the process started is bwrap (and
+    maybe compute-sanitizer), the one that uses the memory is the worker under it."""
+    children = children_by_parent()
     total, todo = 0, [root]
     while todo:
         pid = todo.pop()

@@ -339,7 +339,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             sandbox.disable(gpu_problem)
     echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
     session = None
-    before = adopt_orphans()  # (a grading process whose lane died comes to this process: stopped at the end)
+    adopted = adopt_orphans()  # (a grading process whose lane died comes to this process: stopped at the end)
     if ray is not None and todo:  # a local cluster starts while the submissions are prepared
         from .ray_backend import RaySession
 
@@ -350,7 +350,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     finally:
         if session:
             session.close()
-        left = stop_orphans(before)
+        left = stop_orphans(adopted)
         if left:
             echo(f"{len(left)} grading process{'es' if len(left) > 1 else ''} outlived {'their' if len(left) > 1 else 'its'} "
                  f"lane and {'were' if len(left) > 1 else 'was'} stopped at the end of the run: {left[0][:200]}")

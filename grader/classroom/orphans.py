@@ -12,35 +12,37 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
-PR_SET_CHILD_SUBREAPER = 36
+from ..check.supervise import children_by_parent
+
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 # The processes the grader starts for a grading (supervise.py, ncu.py, sandbox.py): by the program's
 # name, or the worker's module in their command line.
 GRADING_PROGRAMS = ("bwrap", "compute-sanitizer", "ncu")
 GRADING_MODULE = "grader.check.worker"
 
 
-def adopt_orphans() -> set[int]:
-    """This process becomes the subreaper of its descendants (where Linux allows it); returns its
-    children now, which stop_orphans() leaves alone."""
+@dataclass
+class Adopted:
+    before: set[int]        # this process's children when the run began: never touched
+    was_subreaper: int | None  # its subreaper flag before (None: unknown, not Linux)
+
+
+def adopt_orphans() -> Adopted:
+    """This process becomes the subreaper of its descendants (where Linux allows it) until
+    stop_orphans(); what it had as children now is left alone."""
+    was = None
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0:
+            was = flag.value
+            libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):  # (not Linux: orphans go to init, as before)
         pass
-    return set(_children_of().get(os.getpid(), []))
-
-
-def _children_of() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    return children
+    return Adopted(set(children_by_parent().get(os.getpid(), [])), was)
 
 
 def _grading_command(pid: int) -> str | None:
@@ -54,16 +56,30 @@ def _grading_command(pid: int) -> str | None:
     return command if Path(argv[0]).name in GRADING_PROGRAMS or GRADING_MODULE in command else None
 
 
-def stop_orphans(before: set[int]) -> list[str]:
-    """Every grading process that became this process's child since adopt_orphans() returned
-    `before` and still runs: stopped with all under it, and reaped. Returns their command lines."""
-    children = _children_of()
+def _reap(pid: int, wait: bool) -> None:
+    try:
+        os.waitpid(pid, 0 if wait else os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop_orphans(adopted: Adopted) -> list[str]:
+    """Every grading process that became this process's child since adopt_orphans() and still
+    runs: stopped with all under it; those ended meanwhile reaped; and this process no longer their
+    subreaper (as it was before). Returns the stopped ones' command lines."""
+    children = children_by_parent()
     stopped = []
     for pid in children.get(os.getpid(), []):
-        if pid in before:
+        if pid in adopted.before:
             continue
         command = _grading_command(pid)
         if command is None:
+            try:
+                ended = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+            except (OSError, IndexError):
+                ended = False
+            if ended:  # (an orphan that ended here: not left a zombie in the caller's process)
+                _reap(pid, wait=False)
             continue
         tree, todo = [], [pid]
         while todo:
@@ -75,9 +91,11 @@ def stop_orphans(before: set[int]) -> list[str]:
                 os.kill(p, signal.SIGKILL)
             except OSError:
                 pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        _reap(pid, wait=True)
         stopped.append(command[:300])
+    if adopted.was_subreaper == 0:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
     return stopped
