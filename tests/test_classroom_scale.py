@@ -199,7 +199,12 @@ def test_projection_from_measured_runs(tmp_path):
     assert "| 2 | 1 | today, c2 |" in md and "1 differ: s3" in md
     assert "each GPU 12.50 s of busy time per grading against 10.00 s (80% of ideal)" in md
     assert "the GPU phase of these 30 students was 1.88x faster" in md
-    assert "| 32 CPUs 50% busy (25% of seconds at 90% or more), 10.0 CPU-s | 1 differ" in md  # (how busy its CPUs were)
+    # how busy its CPUs were: a run from before busy CPU-seconds were measured gives the floor it had
+    assert ("| 32 CPUs 50% busy (25% of seconds at 90% or more), 10.0 CPU-s per submission by the processes "
+            "waited for (a floor) | 1 differ") in md
+    two["timing"]["cpu"]["busy_cpu_s"] = 2400.0
+    (tmp_path / "class-grading.json").write_text(json.dumps(dict(two, runs=[one, two])))
+    assert "| 32 CPUs 50% busy (25% of seconds at 90% or more), 80 busy CPU-s per submission | 1 differ" in class_report(tmp_path)
     assert "| - | - |" in md  # a run from before the CPUs were measured
     assert "## Projection: a class of 300" in md and "| one 8-GPU host | 8 |" in md
     assert "Were the preparation to run beside the GPU phase" in md
@@ -483,4 +488,5 @@ def test_a_class_run_says_how_busy_its_cpus_were():
                        check=True)
     r = meter.result()
     assert r["cpu_s"] >= 0.5 and r["cpus"] == toolchain.usable_cpus()
+    assert r["busy_cpu_s"] >= 0.3  # (whatever ran: at least the spin, but for the sample it ended in)
     assert r["busy"] is not None and 0.0 < r["busy"] <= 1.0 and 0.0 <= r["saturated"] <= 1.0

@@ -2,9 +2,12 @@
 
 Every grading costs CPU as well as GPU time: the builds, and the grading processes' start (Python,
 torch, the CUDA context, CUPTI, compute-sanitizer). A run whose CPUs are busy all the time grades no
-faster on more GPUs. `CpuMeter` measures a stretch of a run: the CPU seconds of this process and of
-every process it started and waited for (getrusage), and how busy the CPUs it may use were, from
-their lines of /proc/stat sampled each second (Linux; elsewhere only the CPU seconds).
+faster on more GPUs. `CpuMeter` measures a stretch of a run: how busy the CPUs it may use were, from
+their lines of /proc/stat sampled each second (Linux), in CPU-seconds and as a share; and the CPU
+seconds of this process and of the processes it waited for (getrusage), which leave out every grading
+process stopped rather than ended (its bubblewrap is killed: what ran under it is nobody's waited-for
+child), so that figure is a floor (at d2354f5: 5.7 CPU-s per submission by it, 70% of 32 CPUs for
+122 s by /proc/stat).
 """
 from __future__ import annotations
 
@@ -41,9 +44,10 @@ def _cpu_times(cpus: set[int] | None) -> dict[int, tuple[int, int]] | None:
 
 
 class CpuMeter:
-    """`with CpuMeter() as m: ...`, then `m.result()`: {"cpus": usable CPUs, "cpu_s": CPU seconds of
-    this process and the processes it waited for, "busy": the CPUs' mean busy share, "saturated": the
-    share of samples in which they were at least 90% busy} (the last two None where /proc/stat is not)."""
+    """`with CpuMeter() as m: ...`, then `m.result()`: {"cpus": usable CPUs, "busy_cpu_s": the seconds
+    they were busy (whatever ran on them), "busy": their mean busy share, "saturated": the share of
+    samples in which they were at least 90% busy (these three None where /proc/stat is not), "cpu_s":
+    CPU seconds of this process and the processes it waited for (a floor: see above)}."""
 
     def __init__(self, period_s: float = 1.0):
         self.period_s = period_s
@@ -52,6 +56,7 @@ class CpuMeter:
         except (AttributeError, OSError):
             self.cpus = None
         self.samples: list[float] = []
+        self.busy_ticks = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -65,6 +70,7 @@ class CpuMeter:
             total = sum(now[c][1] - last[c][1] for c in now if c in last)
             if total > 0:
                 self.samples.append(busy / total)
+                self.busy_ticks += busy
             last = now
 
     def __enter__(self) -> CpuMeter:
@@ -80,5 +86,6 @@ class CpuMeter:
     def result(self) -> dict:
         n = len(self.samples)
         return {"cpus": toolchain.usable_cpus(), "cpu_s": self.cpu_s,
+                "busy_cpu_s": self.busy_ticks / os.sysconf("SC_CLK_TCK") if n else None,
                 "busy": sum(self.samples) / n if n else None,
                 "saturated": sum(s >= 0.9 for s in self.samples) / n if n else None}

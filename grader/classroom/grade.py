@@ -446,7 +446,8 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
          + f"); gradebook: {out / 'gradebook.csv'} ({len(rows)} rows)")
     if cpu["busy"] is not None:
         echo(f"this host's {cpu['cpus']} CPUs were {cpu['busy']:.0%} busy on average (at least 90% busy "
-             f"{cpu['saturated']:.0%} of the time): {cpu['cpu_s'] / max(1, len(todo)):.1f} CPU-seconds per submission")
+             f"{cpu['saturated']:.0%} of the time): {cpu['busy_cpu_s'] / max(1, len(todo)):.0f} busy CPU-seconds "
+             f"per submission")
     for err in counts["errors"]:
         echo(f"not graded: {err}")
     if counts["errors"]:

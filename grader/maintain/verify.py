@@ -804,8 +804,10 @@ def _cpu_cell(run: dict) -> str:
     cpu = run["timing"].get("cpu")
     if not cpu or cpu.get("busy") is None:
         return "-"
+    per = max(1, run["students"])
     return (f"{cpu['cpus']} CPUs {cpu['busy']:.0%} busy ({cpu['saturated']:.0%} of seconds at 90% or more), "
-            f"{cpu['cpu_s'] / max(1, run['students']):.1f} CPU-s")
+            + (f"{cpu['busy_cpu_s'] / per:.0f} busy CPU-s per submission" if cpu.get("busy_cpu_s") is not None else
+               f"{cpu['cpu_s'] / per:.1f} CPU-s per submission by the processes waited for (a floor)"))
 
 
 def _start_note(timing: dict) -> str:
