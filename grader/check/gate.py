@@ -193,16 +193,15 @@ class GpuGate:
         return {e: v for e, v in entries.items() if e in registered and
                 not (v["pausable"] and _paused_or_not_started(Path(v["folder"]), asked[e]))}
 
-    def release(self, turn: tuple) -> None:
-        """The timing has ended: its marker and every pause it asked removed (`turn`'s tokens; None: any,
-        for a timing whose holder died)."""
-        fd, token, *more = turn
-        tokens = set(more[0]) if more and more[0] is not None else None
+    def release(self, turn: tuple[int, str, tuple[str, ...] | None]) -> None:
+        """The timing has ended: its marker and every pause it asked removed (`turn`'s tokens, as
+        acquire() returned them; None: any, for a timing whose holder died)."""
+        fd, _, tokens = turn
         with self._lock("registry.lock"):
             _unlink(self.root / "timing")
             for v in self._entries().values():
                 asked = _read(Path(v["folder"]) / PAUSE) if v["pausable"] else None
-                if asked is not None and (tokens is None or asked in tokens or asked == token):
+                if asked is not None and (tokens is None or asked in tokens):
                     _unlink(Path(v["folder"]) / PAUSE)
         os.close(fd)
 

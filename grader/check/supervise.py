@@ -87,16 +87,21 @@ def children_by_parent() -> dict[int, list[int]]:
     return children
 
 
-def _tree_rss_bytes(root: int) -> int:
-    """Resident memory of a process and all its descendants: the process started is bwrap (and
-    maybe compute-sanitizer), the one that uses the memory is the worker under it."""
-    children = children_by_parent()
-    total, todo = 0, [root]
+def descendants(root: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    """`root` and every process under it (`children`: children_by_parent(), read now if not given)."""
+    children = children_by_parent() if children is None else children
+    out, todo = [], [root]
     while todo:
         pid = todo.pop()
-        total += _rss_bytes(pid)
+        out.append(pid)
         todo += children.get(pid, [])
-    return total
+    return out
+
+
+def _tree_rss_bytes(root: int, children: dict[int, list[int]] | None = None) -> int:
+    """Resident memory of a process and all its descendants: the process started is bwrap (and
+    maybe compute-sanitizer), the one that uses the memory is the worker under it."""
+    return sum(_rss_bytes(pid) for pid in descendants(root, children))
 
 
 def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> tuple[list[str], dict]:
@@ -136,8 +141,9 @@ class _WaitingWatch:
             with self._lock:
                 waiting = {w: lim for w, lim in self._watched.items() if not w.used and w.proc.poll() is None}
                 self._watched = waiting
+            children = children_by_parent() if waiting else {}  # (one look at /proc for them all)
             for w, limit in waiting.items():
-                used = _tree_rss_bytes(w.proc.pid)
+                used = _tree_rss_bytes(w.proc.pid, children)
                 if used > limit and not w.used:
                     w.over_memory = used  # (said before it ends: whoever sees it ended reads why)
                     try:

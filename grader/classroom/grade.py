@@ -242,7 +242,7 @@ def grade_one(item, calibration: dict | None) -> dict:
         # meanwhile; at the end they have little left to do). The record keeps what this run cost.
         # Not a call of its own stopped past the run limit while no other grading on this GPU was in a
         # long call (config.CONTENDED_CALL_S; ncu counts as one): the others' short calls take the GPU
-        # only for their kernels' microseconds, so that call hangs on its own (at 35a5927 the hang
+        # only for their kernels' microseconds, so that call hangs on its own (at d2354f5 the hang
         # mutants' second, lone run was a third of each GPU's busy time in the class benchmark).
         why = "not paused for another's timing" if prep.unpaused else "its time limit"
         untouched.result.add_time(first_run_phase(why), time.perf_counter() - t1)
@@ -352,8 +352,8 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             session.close()
         left = stop_orphans(adopted)
         if left:
-            echo(f"{len(left)} grading process{'es' if len(left) > 1 else ''} outlived {'their' if len(left) > 1 else 'its'} "
-                 f"lane and {'were' if len(left) > 1 else 'was'} stopped at the end of the run: {left[0][:200]}")
+            echo(f"grading processes that outlived their lane, stopped at the end of the run: {len(left)} "
+                 f"(the first: {left[0][:200]})")
 
 
 def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,

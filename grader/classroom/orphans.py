@@ -15,7 +15,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..check.supervise import children_by_parent
+from ..check.supervise import children_by_parent, descendants
 
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 # The processes the grader starts for a grading (supervise.py, ncu.py, sandbox.py): by the program's
@@ -81,12 +81,7 @@ def stop_orphans(adopted: Adopted) -> list[str]:
             if ended:  # (an orphan that ended here: not left a zombie in the caller's process)
                 _reap(pid, wait=False)
             continue
-        tree, todo = [], [pid]
-        while todo:
-            p = todo.pop()
-            tree.append(p)
-            todo += children.get(p, [])
-        for p in tree:
+        for p in descendants(pid, children):
             try:
                 os.kill(p, signal.SIGKILL)
             except OSError:

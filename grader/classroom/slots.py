@@ -177,9 +177,9 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
     an item, or (`setup_early`: items are sure to come) at once, while the first item is being made.
     Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
     "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "ready_s": when its other
-    lanes' processes had started (with `prime`), "first_s"/"end_s": when its first item started and its last ended, seconds
-    since the call}}, "errors": [slots whose setup failed; the others took their items],
-    "first_item_s": when the first item was ready}."""
+    lanes' processes had started (with `prime`), "first_s"/"end_s": when its first item started and
+    its last ended, seconds since the call}}, "errors": [slots whose setup failed; the others took
+    their items], "first_item_s": when the first item was ready}."""
     feed = _Feed(items)
     lock = threading.Lock()
     stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "lane_s": 0.0, "setup_s": 0.0, "lanes": lanes,

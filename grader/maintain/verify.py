@@ -294,9 +294,9 @@ def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | No
     # given the longest time limit first (day14.decoder's torch.compile: last in line at 6abee3e, it was
     # not started by the deadline while three shorter ones ran on); the rows in the exercises' order.
     order = list(scope.exercises())
+    longest_first = sorted(order, key=lambda e: -e.timeout_s)
     with cf.ThreadPoolExecutor(max_workers=4) as pool:
-        done = dict(zip((e.id for e in sorted(order, key=lambda e: -e.timeout_s)),
-                        pool.map(one, sorted(order, key=lambda e: -e.timeout_s))))
+        done = dict(zip((e.id for e in longest_first), pool.map(one, longest_first)))
     return [done[e.id] for e in order]
 
 
@@ -884,11 +884,12 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
         # Each GPU's pace with the others at work beside it (the host's CPUs shared): its busy seconds per
         # grading, against one GPU's. The GPU phase of a small class also holds each GPU's start (its
         # calibration, its lanes' processes, the first build), which a class of thousands pays once.
-        eff = min(1.0, rate / max(1e-9, _rate(many)))
+        rate_many = _rate(many)
+        eff = min(1.0, rate / max(1e-9, rate_many))
         start = max((g.get("first_s") or 0.0 for g in many["timing"].get("per_gpu", {}).values()), default=0.0)
         scaling = {"measured": True, "gpus": many["gpus"], "speedup": speedup, "efficiency": eff,
                    "start_s": start, "total_speedup": one["seconds"] / max(1e-9, many["seconds"]),
-                   "how": f"measured on {many['gpus']} GPUs against 1: each GPU {_rate(many):.2f} s of busy time per "
+                   "how": f"measured on {many['gpus']} GPUs against 1: each GPU {rate_many:.2f} s of busy time per "
                           f"grading against {rate:.2f} s ({eff:.0%} of ideal), assumed to hold at 8 GPUs and across "
                           f"hosts with as many CPUs per GPU, plus its first grading's start ({start:.0f} s into the "
                           f"GPU phase); the GPU phase of these {many['students']} students was {speedup:.2f}x faster"}
