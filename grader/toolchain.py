@@ -262,6 +262,68 @@ def subprocess_env(root: str | Path | None = None, **extra: str) -> dict[str, st
     return dict(os.environ, PYTHONPATH=path, **extra)
 
 
+def grading_env(root: str | Path | None = None, **extra: str) -> dict[str, str]:
+    """subprocess_env() for a grading process (and the other short ones that import torch to run a
+    kernel: calibration, ncu's): torch's CPU threads as a grading process uses them
+    (config.WORKER_CPU_THREADS, unless set), and the bytecode cache where the install keeps none
+    (bytecode_prefix())."""
+    from . import config
+
+    env = subprocess_env(root)
+    env.setdefault("OMP_NUM_THREADS", str(config.WORKER_CPU_THREADS))
+    prefix = bytecode_prefix()
+    if prefix is not None and prefix.is_dir():
+        env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    env.update(extra)
+    return env
+
+
+@functools.lru_cache(maxsize=None)
+def bytecode_prefix() -> Path | None:
+    """Where Python subprocesses read their bytecode from, when the install keeps none next to
+    torch's sources (a container with PYTHONDONTWRITEBYTECODE=1 and packages installed without
+    it, as on the course's GPU hosts): each grading process then compiled torch's Python afresh,
+    5.5 of its 6 CPU-seconds of `import torch` on an H100 host, and CUPTI's start 4-6 s more (1.3 s
+    from bytecode). None where torch's bytecode is there (a usual pip or conda install); the
+    caller's own PYTHONPYCACHEPREFIX where it set one. Filled by write_bytecode()."""
+    if sys.pycache_prefix:
+        return Path(sys.pycache_prefix)
+    torch = torch_dir()
+    if torch is None or (Path(torch) / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc").exists():
+        return None
+    return cache_dir() / "bytecode"
+
+
+# What a grading process imports (compiled by write_bytecode(); what it misses is compiled as before).
+BYTECODE_MODULES = ("torch", "torch.profiler", "torch.autograd.profiler_util", "torch.utils.cpp_extension",
+                    "grader.check.worker", "grader.bench", "grader.exercises", "jinja2")
+
+
+def write_bytecode(root: str | Path | None = None, modules=BYTECODE_MODULES) -> float | None:
+    """Compile what a grading process imports (`modules`, the grader from `root`, every exercise's
+    module) into bytecode_prefix(), once per install (Python rewrites only what changed): seconds
+    taken, or None where nothing is needed. One writer at a time; a failure leaves things as before."""
+    import fcntl
+    import time
+
+    prefix = bytecode_prefix()
+    if prefix is None:
+        return None
+    t0 = time.perf_counter()
+    prefix.mkdir(parents=True, exist_ok=True)
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules) + \
+        "if 'grader.exercises' in sys.modules:\n    sys.modules['grader.exercises'].all_exercises()\n"
+    env = {k: v for k, v in grading_env(root).items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    with open(cache_dir() / "bytecode.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=600)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return time.perf_counter() - t0
+
+
 def python_info() -> str:
     return sys.version.split()[0]
 

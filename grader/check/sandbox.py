@@ -37,7 +37,8 @@ DESCRIPTION = ("bubblewrap (no network; course read-only; only the scratch folde
 # the instructor's secret seed, paths that say where the gradebook is) stays outside.
 ENV_KEEP = ("PATH", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "LANG", "LANGUAGE", "LC_", "TZ", "TERM",
             "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_",
-            "COURSE_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NCCL_")
+            "COURSE_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NCCL_",
+            "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
 ENV_DROP = ("GRADER_SECRET_SEED",)
 
 

@@ -111,6 +111,8 @@ def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> t
     if sandbox.available() is not None:
         return argv, env
     hidden = [toolchain.SOLUTIONS, toolchain.cache_dir(), *hide]
+    # (the bytecode cache, inside the build cache where the install has none: read-only, like torch)
+    readable = [*readable, env.get("PYTHONPYCACHEPREFIX")]
     return (sandbox.wrap(argv, scratch, readable=[r for r in readable if r], hidden=hidden),
             sandbox.environment(env))
 
@@ -184,7 +186,7 @@ class WarmWorker:
         self.sanitize, self.used = sanitize, False
         self.over_memory = 0  # bytes, where it was stopped while waiting (_WaitingWatch)
         wait = ["--wait-profiler" if profiler else "--wait", str(self.config)]
-        env = toolchain.subprocess_env(opts.runtime_root)
+        env = toolchain.grading_env(opts.runtime_root)
         prefix = []
         if sanitize:
             env.update(SANITIZER_ENV)
@@ -231,7 +233,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
-        env = toolchain.subprocess_env(opts.runtime_root)
+        env = toolchain.grading_env(opts.runtime_root)
         if opts.sanitize:
             env.update(SANITIZER_ENV)
         if warm is not None:

@@ -63,6 +63,18 @@ def _prepare_job(args):
     return prepare(ex, Path(path), display=display)
 
 
+def _preparation_process(nice: int) -> None:
+    """A preparation process's start: below the grading processes' priority, and torch's import
+    (the build's) as theirs (toolchain.grading_env: its threads, its bytecode)."""
+    import sys
+
+    os.nice(nice)
+    os.environ.setdefault("OMP_NUM_THREADS", str(config.WORKER_CPU_THREADS))
+    prefix = toolchain.bytecode_prefix()
+    if prefix is not None and prefix.is_dir():
+        sys.pycache_prefix = str(prefix)
+
+
 def _runtime_copy(work: Path) -> str:
     """The grader package alone (no solutions/, no maintainer tools): what the grading processes import."""
     rt = work / "runtime"
@@ -86,7 +98,7 @@ def _calibrate(runtime: str, exercise_ids: list[str]) -> dict[str, dict | None]:
             "    except Exception as e:\n        print(f'{ex_id}: {type(e).__name__}: {e}', file=sys.stderr)\n"
             "        out[ex_id] = None\n"
             "print(json.dumps(out))\n")
-    env = toolchain.subprocess_env(runtime)
+    env = toolchain.grading_env(runtime)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     try:
         got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -359,12 +371,16 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
 def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,
            session, run_file, t0, lanes) -> int:
     t_build = time.perf_counter()
+    runtime = _runtime_copy(out / ".work")
+    # the grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the first build
+    bytecode = threading.Thread(target=toolchain.write_bytecode, args=(runtime,), daemon=True)
+    bytecode.start()
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..build import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
+    bytecode.join()
     jobs = jobs or max(1, toolchain.usable_cpus() // 2)
-    runtime = _runtime_copy(out / ".work")
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
                       sanitizers=config.CLASS_SANITIZERS,
@@ -413,7 +429,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     # (the preparation's processes and the slots' are waited for inside: their CPU seconds count)
     with CpuMeter() as meter, \
             cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=os.nice, initargs=(config.PREPARE_NICE,)) as pool:
+                                   initializer=_preparation_process, initargs=(config.PREPARE_NICE,)) as pool:
         if session is not None:
             items = list(prepared_items(pool))  # (a Ray run takes them all at once)
             t_run = time.perf_counter()

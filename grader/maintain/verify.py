@@ -492,6 +492,9 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     log(json.dumps(report["environment"]))
     first = _warm_up()
     log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
+    took = toolchain.write_bytecode()  # (where the install keeps none: the grading processes' start)
+    if took is not None:
+        log(f"grading processes' bytecode (the install has none): {took:.0f} s")
     mutants = {k: m for k, m in all_mutants().items() if scope.has(m.exercise)}
     name = ("grader GPU tests (mutants, crash, hang, sanitizer)" if scope.grader_tests else
             "GPU tests of the mutants")

@@ -1,0 +1,70 @@
+"""Grading processes' start: torch's CPU threads, and the bytecode cache used where the install keeps
+no bytecode (toolchain.bytecode_prefix; on the course's GPU hosts it took each grading process's start
+from 6 to 3 CPU-seconds, and CUPTI's from 6 to 1.3)."""
+import subprocess
+import sys
+
+import pytest
+
+from grader import config, toolchain
+from grader.check import sandbox
+from grader.check.supervise import isolate
+
+
+@pytest.fixture()
+def no_bytecode(tmp_path, monkeypatch):
+    """An install whose torch has no bytecode next to its sources, and a build cache of the test's own."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(toolchain, "torch_dir", lambda: str(fake))
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    toolchain.bytecode_prefix.cache_clear()
+    yield fake
+    toolchain.bytecode_prefix.cache_clear()
+
+
+def test_grading_processes_use_the_workers_thread_count_unless_one_is_set(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert toolchain.grading_env()["OMP_NUM_THREADS"] == str(config.WORKER_CPU_THREADS)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert toolchain.grading_env()["OMP_NUM_THREADS"] == "2"
+    assert toolchain.grading_env(OMP_NUM_THREADS="1")["OMP_NUM_THREADS"] == "1"
+
+
+def test_the_bytecode_cache_is_used_only_where_torch_has_no_bytecode(no_bytecode, tmp_path, monkeypatch):
+    prefix = toolchain.bytecode_prefix()
+    assert prefix == tmp_path / "cache" / "bytecode"
+    assert "PYTHONPYCACHEPREFIX" not in toolchain.grading_env()  # not filled yet: nothing to read
+    pyc = no_bytecode / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    pyc.parent.mkdir()
+    pyc.write_bytes(b"")
+    toolchain.bytecode_prefix.cache_clear()
+    assert toolchain.bytecode_prefix() is None and toolchain.write_bytecode() is None
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "mine"))  # the caller's own, as it is
+    toolchain.bytecode_prefix.cache_clear()
+    assert toolchain.bytecode_prefix() == tmp_path / "mine"
+
+
+def test_the_bytecode_written_is_what_a_sandboxed_grading_process_reads_and_cannot_change(no_bytecode, tmp_path):
+    seconds = toolchain.write_bytecode(toolchain.ROOT, modules=("grader.config",))
+    prefix = toolchain.bytecode_prefix()
+    assert seconds is not None and seconds > 0
+    source = toolchain.ROOT / "grader" / "config.py"
+    compiled = prefix / source.parent.relative_to("/") / f"config.{sys.implementation.cache_tag}.pyc"
+    assert compiled.is_file(), sorted(p.name for p in prefix.rglob("*.pyc"))[:5]
+    env = toolchain.grading_env()
+    assert env["PYTHONPYCACHEPREFIX"] == str(prefix)
+    if sandbox.available() is not None:
+        pytest.skip(f"no sandbox here: {sandbox.available()}")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    code = ("import grader.config\n"
+            "try:\n    open(grader.config.__cached__, 'ab').close(); print('WROTE')\n"
+            "except OSError as e:\n    print('blocked', e.strerror)\n")
+    argv, env = isolate([sys.executable, "-v", "-c", code], env, str(scratch))
+    proc = subprocess.run(argv, env=env, cwd=scratch, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"code object from '{compiled}'" in proc.stderr  # read from the cache, not compiled again
+    assert "blocked" in proc.stdout and "WROTE" not in proc.stdout
