@@ -373,13 +373,17 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     t_build = time.perf_counter()
     runtime = _runtime_copy(out / ".work")
     # the grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the first build
-    bytecode = threading.Thread(target=toolchain.write_bytecode, args=(runtime,), daemon=True)
+    wrote: list = []
+    bytecode = threading.Thread(target=lambda: wrote.append(toolchain.write_bytecode(runtime)), daemon=True)
     bytecode.start()
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..build import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
     bytecode.join()
+    if wrote and wrote[0] is not None:
+        echo(f"the grading processes' Python bytecode (this install keeps none): {toolchain.bytecode_prefix()}, "
+             f"{wrote[0]:.0f} s")
     jobs = jobs or max(1, toolchain.usable_cpus() // 2)
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,

@@ -1,0 +1,131 @@
+"""Where a host's CPU time goes while something runs beside it (a maintainer's tool for the class
+benchmark): every 0.2 s each process's user+system time from /proc, summed per kind of process (nvcc's
+tools, the host compiler, a grading process and which, compute-sanitizer, the preparation pool, ...),
+with a timeline in 5 s bins. It ends when the file STOP exists, then writes OUT.json and prints a table.
+
+    python -m grader.maintain.cpumon OUT.json STOP &
+    python -m grader verify --class-benchmark 84 --gpus 2 ...; touch STOP
+
+A process's time counts from its start if it started after the monitor, else from when it was first
+seen; what it used in its last 0.2 s, and processes shorter than that, are missed (the "accounted"
+figure against the host's busy CPU-seconds from /proc/stat says how much).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+
+TICK_S = 0.2
+BIN_S = 5
+TOOLS = {"cicc": "nvcc", "ptxas": "nvcc", "nvcc": "nvcc", "cudafe++": "nvcc", "fatbinary": "nvcc", "nvlink": "nvcc",
+         "cuobjdump": "cuobjdump/nvdisasm", "nvdisasm": "cuobjdump/nvdisasm", "cu++filt": "cuobjdump/nvdisasm",
+         "cc1plus": "host compiler (cc1plus)", "cc1": "host compiler (cc1plus)", "gcc": "host compiler driver",
+         "g++": "host compiler driver", "c++": "host compiler driver", "x86_64-linux-gnu-g++": "host compiler driver",
+         "ld": "linker", "collect2": "linker", "as": "assembler", "ninja": "ninja", "bwrap": "bwrap",
+         "compute-sanitiz": "compute-sanitizer", "TargetProcess": "compute-sanitizer"}
+
+
+def _busy_ticks() -> int:
+    with open("/proc/stat") as f:
+        v = list(map(int, f.readline().split()[1:]))
+    return sum(v) - v[3] - v[4]  # all but idle and iowait
+
+
+def _stat(pid: str) -> tuple[str, list[str]]:
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    return s[s.index("(") + 1:s.rindex(")")], s[s.rindex(")") + 2:].split()
+
+
+def _ancestors(ppid: int, depth: int = 6) -> list[str]:
+    names = []
+    for _ in range(depth):
+        try:
+            comm, rest = _stat(str(ppid))
+        except OSError:
+            break
+        names.append(comm)
+        ppid = int(rest[1])
+    return names
+
+
+def category(comm: str, cmd: str, nice: int, ppid: int) -> str:
+    """What a process is, from its name, its command line, its nice value and its ancestors."""
+    if comm in TOOLS:
+        return TOOLS[comm]
+    if "python" not in comm and "grader" not in cmd:
+        return "other: " + comm
+    if "calibrate" in cmd:
+        return "calibration"
+    if "grader.check.worker" in cmd:
+        kind = "profiler" if "--wait-profiler" in cmd else ("warm" if "--wait" in cmd else "cold")
+        sanitized = any(a.startswith("compute-sanit") for a in _ancestors(ppid))
+        return f"worker {kind}" + (" under compute-sanitizer" if sanitized else "")
+    if "spawn_main" in cmd:  # a process pool's: the preparation's run niced (config.PREPARE_NICE)
+        return "prep pool process (nice)" if nice > 0 else "slot process"
+    if "-m grader" in cmd:
+        return "driver"
+    return "python other: " + cmd[:60]
+
+
+def watch(stop: str) -> dict:
+    hz = os.sysconf("SC_CLK_TCK")
+    with open("/proc/uptime") as f:
+        start_ticks = float(f.read().split()[0]) * hz
+    t0, busy0 = time.time(), _busy_ticks()
+    seen: dict = {}  # (pid, start time) -> [category, last cpu ticks, cpu ticks counted from]
+    timeline: dict = defaultdict(lambda: defaultdict(float))
+    while not os.path.exists(stop):
+        at = int((time.time() - t0) // BIN_S) * BIN_S
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                comm, rest = _stat(pid)
+            except OSError:
+                continue
+            ppid, cpu, nice, started = int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[16]), rest[19]
+            rec = seen.get((pid, started))
+            if rec is None:
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    cmd = ""
+                first = 0 if int(started) > start_ticks else cpu
+                rec = seen[(pid, started)] = [category(comm, cmd, nice, ppid), first, first]
+            elif rec[0] == "slot process" and nice > 0:  # (a pool process niced after it was seen)
+                rec[0] = "prep pool process (nice)"
+            timeline[at][rec[0]] += (cpu - rec[1]) / hz
+            rec[1] = cpu
+        time.sleep(TICK_S)
+    totals: dict = defaultdict(float)
+    counts: dict = defaultdict(int)
+    for cat, cpu, first in seen.values():
+        totals[cat] += (cpu - first) / hz
+        counts[cat] += 1
+    order = sorted(totals, key=lambda c: -totals[c])
+    return {"seconds": time.time() - t0, "busy_cpu_s": (_busy_ticks() - busy0) / hz,
+            "accounted_cpu_s": sum(totals.values()), "cpus": os.cpu_count(),
+            "by_category": {c: round(totals[c], 1) for c in order}, "processes": {c: counts[c] for c in order},
+            "timeline": {str(k): {c: round(v, 2) for c, v in row.items()} for k, row in sorted(timeline.items())}}
+
+
+def table(report: dict, rows: int = 20) -> str:
+    lines = [f"watched {report['seconds']:.0f} s: {report['busy_cpu_s']:.0f} busy CPU-s on {report['cpus']} CPUs, "
+             f"{report['accounted_cpu_s']:.0f} of them accounted to processes", "CPU-s  processes  kind"]
+    for c, v in list(report["by_category"].items())[:rows]:
+        lines.append(f"{v:7.1f} {report['processes'][c]:6d}  {c}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    result = watch(sys.argv[2])
+    with open(sys.argv[1], "w") as f:
+        json.dump(result, f, indent=1)
+    print(table(result))
