@@ -75,7 +75,8 @@ GATE_LAG_S = 0.25
 # The class run's preparation processes (source and SASS checks, nvcc builds) run this much nicer than the
 # lanes, which grade on the GPUs meanwhile: a GPU's pace is its lanes' (cases, compute-sanitizer), the
 # builds only need to keep ahead of them (at 7a38631 with 2 GPUs on 32 CPUs, the cases took 0.48 s per
-# grading on 1 GPU and 1.19 s on 2, memcheck 0.53 s and 1.39 s).
+# grading on 1 GPU and 1.19 s on 2, memcheck 0.53 s and 1.39 s). Each from its second submission on: the
+# first ones are what every lane waits for (classroom/grade.py, _below_the_gradings).
 PREPARE_NICE = 10
 # How often processes started ahead of a grading (supervise.WarmWorker) are checked against the host-memory
 # limit while they wait (nothing supervises them then).

@@ -58,17 +58,31 @@ from .submissions import discover, locate
 def _prepare_job(args):
     ex_id, path, display = args
     ex = _exercises.get(ex_id)
-    if path is None:
-        return Prepared(Result(ex_id, display, toolchain.mode()))
-    return prepare(ex, Path(path), display=display)
+    try:
+        if path is None:
+            return Prepared(Result(ex_id, display, toolchain.mode()))
+        return prepare(ex, Path(path), display=display)
+    finally:
+        _below_the_gradings()
 
 
-def _preparation_process(nice: int) -> None:
-    """A preparation process's start: below the grading processes' priority, and torch's import
-    (the build's) as theirs (toolchain.grading_env: its threads, its bytecode)."""
+_NICED = []
+
+
+def _below_the_gradings() -> None:
+    """After its first submission, a preparation process works below the grading processes' priority
+    (config.PREPARE_NICE): at 7a38631 the builds beside them slowed each grading by 19% (7% since).
+    Its first is not: nothing grades before the first submission is prepared, and at 2587f78 the
+    first was ready 17 s into a run of 84, niced behind every lane's processes starting."""
+    if not _NICED:
+        _NICED.append(os.nice(config.PREPARE_NICE))
+
+
+def _preparation_process() -> None:
+    """A preparation process's start: torch's import (the build's) as a grading process's
+    (toolchain.grading_env: its threads, its bytecode)."""
     import sys
 
-    os.nice(nice)
     os.environ.setdefault("OMP_NUM_THREADS", str(config.WORKER_CPU_THREADS))
     prefix = toolchain.bytecode_prefix()
     if prefix is not None and prefix.is_dir():
@@ -433,7 +447,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     # (the preparation's processes and the slots' are waited for inside: their CPU seconds count)
     with CpuMeter() as meter, \
             cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_preparation_process, initargs=(config.PREPARE_NICE,)) as pool:
+                                   initializer=_preparation_process) as pool:
         if session is not None:
             items = list(prepared_items(pool))  # (a Ray run takes them all at once)
             t_run = time.perf_counter()
