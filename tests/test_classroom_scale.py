@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import toolchain
+from grader import config, toolchain
 from grader.classroom import grade_class
 from grader.classroom import slots
 from grader.classroom.slots import resolve_gpus, run_on_slots
@@ -490,3 +490,24 @@ def test_a_class_run_says_how_busy_its_cpus_were():
     assert r["cpu_s"] >= 0.5 and r["cpus"] == toolchain.usable_cpus()
     assert r["busy_cpu_s"] >= 0.3  # (whatever ran: at least the spin, but for the sample it ended in)
     assert r["busy"] is not None and 0.0 < r["busy"] <= 1.0 and 0.0 <= r["saturated"] <= 1.0
+
+
+def test_a_preparation_process_prepares_its_first_submission_at_normal_priority_then_nicer(tmp_path):
+    """Nothing grades before the first submissions are prepared: each preparation process's first one
+    runs at the priority it started with, the later ones config.PREPARE_NICE below the lanes."""
+    import subprocess
+    import sys
+
+    code = ("import json, os\nfrom grader.classroom import grade\nseen = []\n"
+            "grade.prepare = lambda ex, path, display=None: seen.append(os.nice(0))\n"
+            "grade._preparation_process()\n"
+            f"for _ in range(3):\n    grade._prepare_job(('day02.silu_and_mul', {str(tmp_path)!r}, 'x'))\n"
+            "print(json.dumps({'seen': seen, 'omp': os.environ.get('OMP_NUM_THREADS')}))\n")
+    env = dict(toolchain.subprocess_env())
+    env.pop("OMP_NUM_THREADS", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    start = os.nice(0)
+    assert got["seen"] == [start, start + config.PREPARE_NICE, start + config.PREPARE_NICE]
+    assert got["omp"] == str(config.WORKER_CPU_THREADS)
