@@ -2,8 +2,11 @@
 the grading processes' side, each process here a thread with its own folder. A timing starts only when
 every other process on the GPU has paused between two stretches of GPU work (or, if it cannot pause,
 ended); nothing runs beside it; paused time is said, so that it is not charged to a time limit."""
+import os
 import threading
 import time
+
+import pytest
 
 from grader.check.gate import CALLING, LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
 
@@ -318,3 +321,59 @@ def test_while_a_timing_waits_for_one_inside_a_long_stretch_the_others_work_on(t
     after = next(e for e in log if e[1] == "after")
     assert after[2] >= timing[3]  # the late one paused once its stretch ended, until the timing was over
     assert not any((tmp_path / n / PAUSE).exists() for n in ("a", "slow", "b"))
+
+
+def test_a_grading_sees_when_another_on_its_gpu_was_stopped_inside_its_work(tmp_path):
+    """A hang's process stopped by its supervisor: its kernel may hold the GPU while its context is torn
+    down, so the others on that GPU are told when (GpuGate.note_stopped)."""
+    gate = GpuGate(tmp_path / "gpu-0")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = Supervised(gate, tmp_path / "a"), Supervised(gate, tmp_path / "b")
+    t0 = time.time()
+    assert not a.others_stopped_since(t0 - 60)
+    b.stopping()
+    assert a.others_stopped_since(t0 - 1) and not b.others_stopped_since(t0 - 1)  # (its own stop is not another's)
+    assert not a.others_stopped_since(time.time() + 1)  # stopped before the window
+    b.close()
+    assert a.others_stopped_since(t0 - 1)  # (said after it ended too: the teardown comes then)
+    a.close()
+
+
+STUCK_WORKER = "import os, time\nopen('{calling}', 'w').write(repr(time.time()))\ntime.sleep(60)\n"
+
+
+@pytest.mark.parametrize("neighbour_stopped", [False, True])
+def test_a_call_past_the_run_limit_right_after_a_neighbour_was_stopped_is_contended(tmp_path, monkeypatch,
+                                                                                      neighbour_stopped):
+    """supervise.run_worker: a call past the run limit is a hang (stopped there); it is no verdict where
+    another grading on its GPU was stopped inside its work since shortly before the call began (at
+    78d8db0 a grading right after a hang's stop on its GPU lost its later checks so)."""
+    import sys
+
+    from grader.check import Prepared, Result, RunOptions, supervise
+    from grader.exercises import get
+
+    gate_root = tmp_path / "gpu-0"
+    gate = GpuGate(gate_root)
+    neighbour = tmp_path / "n"
+    neighbour.mkdir()
+    other = Supervised(gate, neighbour)
+    if neighbour_stopped:
+        other.stopping()
+    other.close()
+
+    def stuck(argv, env, scratch, **kw):  # the grading process: inside one call of its code, for ever
+        code = STUCK_WORKER.format(calling=os.path.join(scratch, CALLING))
+        return [sys.executable, "-c", code], env
+
+    monkeypatch.setattr(supervise, "isolate", stuck)
+    monkeypatch.setattr(supervise, "run_limit_s", lambda ex, opts: 0.5)
+    ex = get("day01.scale_add")
+    prep = Prepared(Result(ex.id, "x.cu", "gpu"), module_dir=str(tmp_path), module_name="m")
+    t0 = time.monotonic()
+    done = supervise.run_worker(ex, prep, RunOptions(timeout=30, gate=str(gate_root)))
+    assert not done and prep.stuck and time.monotonic() - t0 < 20
+    assert prep.contended == neighbour_stopped
+    assert "from one call of your code" in prep.result.failures[0].detail
+    assert Supervised(gate, tmp_path / "a").others_stopped_since(time.time() - 30)  # it said it was stopped

@@ -136,6 +136,26 @@ class GpuGate:
         return any(not v["pausable"] or calling_for(v["folder"]) >= at_least_s
                    for e, v in self._entries().items() if e != own)
 
+    def note_stopped(self, entry: str) -> None:
+        """The process registered as `entry` is being stopped inside its work (a hang, a time limit):
+        a kernel may still run on the GPU while its CUDA context is torn down."""
+        (self.root / "stopped").mkdir(exist_ok=True)
+        _write(self.root / "stopped" / entry, repr(time.time()))
+
+    def others_stopped_since(self, own: str, since: float) -> bool:
+        """Whether a process on this GPU other than `own` was stopped inside its work at `since`
+        (time.time()) or later."""
+        folder = self.root / "stopped"
+        if not folder.is_dir():
+            return False
+        for p in folder.iterdir():
+            try:
+                if p.name != own and not p.name.startswith(".") and float(_read(p) or 0) >= since:
+                    return True
+            except ValueError:
+                continue
+        return False
+
     def unregister(self, entry: str) -> None:
         _unlink(self.root / "registry" / entry)
 
@@ -263,6 +283,14 @@ class Supervised:
     def others_in_call(self, at_least_s: float) -> bool:
         """Another grading on this GPU is inside a call of its learner's code this long (gate.others_in_call)."""
         return self.gate.others_in_call(self.entry, at_least_s)
+
+    def others_stopped_since(self, since: float) -> bool:
+        """Another grading on this GPU was stopped inside its work at `since` or later (gate.note_stopped)."""
+        return self.gate.others_stopped_since(self.entry, since)
+
+    def stopping(self) -> None:
+        """This process is being stopped inside its work: said to the others on its GPU."""
+        self.gate.note_stopped(self.entry)
 
     def unresponsive(self, limit_s: float) -> bool:
         """True once a pause asked of this process has gone unanswered for `limit_s` seconds: it is

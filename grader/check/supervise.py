@@ -59,8 +59,9 @@ class Prepared:
     timed_out: bool = False              # a grading process of it was stopped at its time limit
     stuck: bool = False                  # ... there, one call of its code past the run limit (a hang)
     unpaused: bool = False               # ... or, beside other gradings, for not pausing (gate.py)
-    # ... while another grading on its GPU was inside a long call of its own, or ncu was at work there
-    # (a kernel that hangs there can hold this one's calls back for seconds: its time limit then is no verdict)
+    # ... while another grading on its GPU was inside a long call of its own, or ncu was at work there, or
+    # another was stopped there since shortly before the call (a kernel that hangs there can hold this
+    # one's calls back for seconds, also while its context is torn down: its time limit then is no verdict)
     contended: bool = False
 
 
@@ -269,12 +270,19 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                         timed_out = True
                     elif run_limit and in_call > run_limit:
                         timed_out = stuck = True
+                        # a neighbour stopped inside its work since shortly before this call began: its
+                        # hung kernel may have held the GPU while its context was torn down (at 78d8db0,
+                        # twice in 168 gradings, a call right after a hang's stop on its GPU ran past the limit)
+                        if gate is not None and not prep.contended:
+                            prep.contended = gate.others_stopped_since(time.time() - in_call - run_limit)
                     elif gate is not None and gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
                         timed_out = unpaused = True  # (graded again with the GPU alone: classroom)
                     elif opts.memory_limit_gb and time.monotonic() > next_rss:
                         next_rss = time.monotonic() + 0.25
                         over_memory = _tree_rss_bytes(proc.pid) > opts.memory_limit_gb * 2**30
                     if timed_out or over_memory:
+                        if gate is not None:
+                            gate.stopping()
                         proc.kill()
                         break
                     time.sleep(0.05 if gate is None else 0.01)
