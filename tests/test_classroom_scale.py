@@ -511,3 +511,25 @@ def test_a_preparation_process_prepares_its_first_submission_at_normal_priority_
     start = os.nice(0)
     assert got["seen"] == [start, start + config.PREPARE_NICE, start + config.PREPARE_NICE]
     assert got["omp"] == str(config.WORKER_CPU_THREADS)
+
+
+def test_the_class_report_shows_copies_of_one_submission_graded_unlike(tmp_path):
+    """The synthetic class repeats a few submissions: each copy must get the same verdict and score in one
+    run (its secret seed); one that does not was disturbed (at 78d8db0: a hang's stop on its GPU)."""
+    from grader.maintain.verify import class_report, copies_unlike
+
+    run = _run(1, 300.0, graded=6)
+    run["roster"] = {f"s{i}": ("the solution" if i % 2 == 0 else "mutant hangs") for i in range(6)}
+    for row in run["rows"]:
+        if run["roster"][row["student"]] == "mutant hangs":
+            row.update(verdict="fail", score=20.0)
+    assert copies_unlike(run) == []
+    two = _run(2, 160.0, graded=6)
+    two["roster"], two["rows"] = run["roster"], [dict(x) for x in run["rows"]]
+    two["rows"][4].update(verdict="fail", score=21.2)
+    assert copies_unlike(two) == ["s4: fail 21.2 (its copies: pass 100.0)"]
+    (tmp_path / "class-grading.json").write_text(json.dumps(dict(two, runs=[run, two])))
+    md = class_report(tmp_path)
+    assert "| - ; copies of one submission graded alike |" not in md
+    assert "-; copies of one submission graded alike |" in md  # the run on 1 GPU
+    assert "1 differ: s4; **copies graded unlike**: s4: fail 21.2 (its copies: pass 100.0) |" in md

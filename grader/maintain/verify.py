@@ -944,6 +944,26 @@ def synthetic_class(ex, students: int, subs: Path) -> dict[str, str]:
     return roster
 
 
+def copies_unlike(run: dict) -> list[str]:
+    """The students of a class-benchmark run whose verdict or score differs from that of most copies of
+    the same submission (synthetic_class: each is one of a few submissions, in turn; the secret seed is
+    the run's): "student50: fail 21.2 (its copies: fail 26.1)". A grading that a neighbour on its GPU
+    disturbed (a hang's stop at 78d8db0) shows here."""
+    from collections import Counter
+
+    roster = run.get("roster") or {}
+    groups: dict = {}
+    for row in run.get("rows", []):
+        if row["student"] in roster:
+            groups.setdefault(roster[row["student"]], []).append(row)
+    out = []
+    for rows in groups.values():
+        common, _ = Counter((x["verdict"], x["score"]) for x in rows).most_common(1)[0]
+        out += [f"{x['student']}: {x['verdict']} {x['score']} (its copies: {common[0]} {common[1]})"
+                for x in rows if (x["verdict"], x["score"]) != common]
+    return sorted(out)
+
+
 def _same_class(a: dict, b: dict) -> bool:
     """Two class-benchmark runs of the same class: as many students, the same exercise, each
     student's file its own or copies sharing their builds alike."""
@@ -1007,6 +1027,10 @@ def class_report(out: str | Path) -> str:
                 b = {x["student"]: x["verdict"] for x in r["rows"]}
                 diff = sorted(s for s in a.keys() | b.keys() if a.get(s) != b.get(s))
                 same = "all the same" if not diff else f"{len(diff)} differ: {', '.join(diff[:6])}"
+            unlike = copies_unlike(r)
+            if r.get("roster"):
+                same += ("; copies of one submission graded alike" if not unlike else
+                         f"; **copies graded unlike**: {', '.join(unlike[:4])}")
             md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)} | {r['environment']['date']}, "
                       f"{r['environment'].get('commit', '?')} | "
                       f"{r['seconds']:.0f} s | {r['timing']['prepare_s']:.0f} s | {r['timing']['run_s']:.0f} s | "
