@@ -278,14 +278,14 @@ def grading_env(root: str | Path | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
-@functools.lru_cache(maxsize=None)
 def bytecode_prefix() -> Path | None:
     """Where Python subprocesses read their bytecode from, when the install keeps none next to
     torch's sources (a container with PYTHONDONTWRITEBYTECODE=1 and packages installed without
     it, as on the course's GPU hosts): each grading process then compiled torch's Python afresh,
     5.5 of its 6 CPU-seconds of `import torch` on an H100 host, and CUPTI's start 4-6 s more (1.3 s
     from bytecode). None where torch's bytecode is there (a usual pip or conda install); the
-    caller's own PYTHONPYCACHEPREFIX where it set one. Filled by write_bytecode()."""
+    caller's own PYTHONPYCACHEPREFIX where it set one. Filled by write_bytecode(). (Not cached: the
+    build cache may move, as the self-test and the class benchmark move it.)"""
     if sys.pycache_prefix:
         return Path(sys.pycache_prefix)
     torch = torch_dir()

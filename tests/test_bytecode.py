@@ -20,9 +20,7 @@ def no_bytecode(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(toolchain, "torch_dir", lambda: str(fake))
     monkeypatch.setattr(sys, "pycache_prefix", None)
-    toolchain.bytecode_prefix.cache_clear()
     yield fake
-    toolchain.bytecode_prefix.cache_clear()
 
 
 def test_grading_processes_use_the_workers_thread_count_unless_one_is_set(monkeypatch):
@@ -40,10 +38,8 @@ def test_the_bytecode_cache_is_used_only_where_torch_has_no_bytecode(no_bytecode
     pyc = no_bytecode / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
     pyc.parent.mkdir()
     pyc.write_bytes(b"")
-    toolchain.bytecode_prefix.cache_clear()
     assert toolchain.bytecode_prefix() is None and toolchain.write_bytecode() is None
     monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "mine"))  # the caller's own, as it is
-    toolchain.bytecode_prefix.cache_clear()
     assert toolchain.bytecode_prefix() == tmp_path / "mine"
 
 
