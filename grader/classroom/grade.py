@@ -83,10 +83,10 @@ def _preparation_process() -> None:
     (toolchain.grading_env: its threads, its bytecode)."""
     import sys
 
-    os.environ.setdefault("OMP_NUM_THREADS", str(config.WORKER_CPU_THREADS))
-    prefix = toolchain.bytecode_prefix()
-    if prefix is not None and prefix.is_dir():
-        sys.pycache_prefix = str(prefix)
+    env = toolchain.grading_env()
+    os.environ.setdefault("OMP_NUM_THREADS", env["OMP_NUM_THREADS"])
+    if "PYTHONPYCACHEPREFIX" in env:
+        sys.pycache_prefix = env["PYTHONPYCACHEPREFIX"]
 
 
 def _runtime_copy(work: Path) -> str:
