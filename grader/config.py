@@ -60,6 +60,10 @@ CLASS_LANES = 4
 # running that long without returning: a hang, or a case far too slow) is stopped and graded again at
 # the end with the GPU to itself, instead of holding every timing on its GPU until its time limit.
 GATE_PAUSE_LIMIT_S = 10.0
+# A grading process stopped (a hang, a time or memory limit) is waited for this long at most until it and
+# every process under it (bwrap's sandboxed worker, compute-sanitizer's target) have exited and let go of
+# the GPU (supervise.stop_tree); its lane and its GPU's gate wait meanwhile.
+STOP_WAIT_S = 30.0
 # A grading whose call of the learner's code has lasted this long while another on its GPU was this long
 # inside a call of its own (or ncu was at work there) is "contended": a kernel that hangs in one process can hold the calls of the
 # others on its GPU back past their limit (the self-test at 6abee3e: a mutant's 0.1 s side-stream call

@@ -322,6 +322,29 @@ def test_a_call_that_never_returns_is_stopped_at_the_run_limit(tmp_path):
     assert run_limit_s(exercises.get("day14.decoder"), opts) is None
 
 
+def test_a_stopped_grading_process_is_waited_for_with_everything_under_it():
+    """supervise.stop_tree: the process stopped and each one under it (bwrap's sandboxed worker,
+    compute-sanitizer's target) killed and waited for until it has exited, its GPU context gone; the
+    child here would otherwise sleep on for a minute, orphaned."""
+    import subprocess
+    import sys
+
+    import time
+
+    from grader.check.supervise import _running, descendants, stop_tree
+
+    code = ("import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 20
+    while len(descendants(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tree = descendants(proc.pid)
+    assert len(tree) == 2 and all(_running(pid) for pid in tree)
+    stop_tree(proc, wait_s=20)
+    assert proc.poll() is not None and not _running(tree[1])
+
+
 def test_the_shared_memory_poison_assembles_for_sm90():
     """The kernel that fills shared memory with NaN before each graded call (check/poison.py) is PTX
     the driver compiles in the grading process: it must assemble for sm_90, into 16-byte stores."""
@@ -338,3 +361,28 @@ def test_the_shared_memory_poison_assembles_for_sm90():
     assert out.returncode == 0, out.stderr
     assert f"{poison.PATTERN:#x}" in poison._PTX.lower() and "st.shared.v4.u32" in poison._PTX
 
+
+
+def test_the_side_stream_spin_waits_on_the_gpus_global_clock(tmp_path):
+    """The side-stream case's busy wait (check/ptx.py) is PTX the driver compiles in the grading process,
+    for any GPU from sm_70 on. It must wait on %globaltimer, one clock for the whole GPU: torch's _sleep
+    counts an SM's own cycles (clock64), and a spin preempted for another process's kernels may resume
+    on an SM whose counter is behind (the side-stream case stopped as a hang beside other gradings)."""
+    import subprocess
+
+    from grader.check import ptx
+
+    home = toolchain.cuda_home()
+    ptxas = home / "bin" / "ptxas" if home else None
+    cuobjdump = toolchain.binary_tool("cuobjdump")
+    if not ptxas or not ptxas.exists() or not cuobjdump:
+        pytest.skip("no ptxas or cuobjdump here (the CUDA toolkit)")
+    for arch in ("sm_75", "sm_80", "sm_90"):  # (CUDA 13's ptxas has no sm_70; the driver JIT-compiles sm_70 PTX)
+        cubin = tmp_path / f"spin-{arch}.cubin"
+        out = subprocess.run([str(ptxas), f"-arch={arch}", "-o", str(cubin), "-"], input=ptx.SPIN_PTX, text=True,
+                             capture_output=True)
+        assert out.returncode == 0, out.stderr
+        sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
+                              env=toolchain.tool_env()).stdout
+        assert "course_spin_ns" in sass and "GLOBALTIMER" in sass.upper(), sass
+        assert "CLOCK" not in sass.upper(), sass

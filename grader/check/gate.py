@@ -228,10 +228,11 @@ class GpuGate:
     @contextlib.contextmanager
     def alone(self):
         """The GPU to the caller's processes alone for a while (every registered one paused or ended,
-        none started meanwhile without pausing): a grading run again without the others beside it."""
+        none started meanwhile without pausing): a grading run again without the others beside it. Yields
+        the gate: a grading stopped there says so (note_stopped), as one stopped beside the others does."""
         turn = self.acquire("")
         try:
-            yield
+            yield self
         finally:
             self.release(turn)
 

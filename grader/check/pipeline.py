@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import time
+import uuid
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -383,8 +384,10 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
             # counts (as class grading does with every time limit reached beside others).
             untouched.result.add_time(first_run_phase(), time.perf_counter() - t_run)
             t_again = time.perf_counter()
-            with GpuGate(opts.gate).alone():
+            with GpuGate(opts.gate).alone() as lone:
                 run(ex, untouched, replace(opts, gate=None))
+                if untouched.timed_out:  # (as a stop beside the others is: supervise.run_worker)
+                    lone.note_stopped(f"alone-{uuid.uuid4().hex}")
             untouched.result.add_time(ALONE_PHASE, time.perf_counter() - t_again)
             prep = untouched
     finally:

@@ -11,14 +11,15 @@ zero-fill of the K tail passed every case (day07.skinny_gemm, which now asks for
 the largest shared-memory carveout, which a later kernel stating no preference may keep, and the timed
 runs after it are not yet measured for every exercise.
 
-The kernel is PTX, loaded through the CUDA driver (ctypes on libcuda: the driver compiles it once per
-process, no nvcc needed in the grading process) and launched on the current stream right before the
+The kernel is PTX, loaded through the CUDA driver (ptx.py) and launched on the current stream right before the
 learner's call: one 1024-thread block per SM (or more), each with the most dynamic shared memory a
 block may have, writing 0x7fff7fff (NaN as fp32, as fp16 and as bf16) over all of it.
 """
 from __future__ import annotations
 
 import ctypes
+
+from .ptx import DriverKernel
 
 PATTERN = 0x7FFF7FFF
 _PTX = r"""
@@ -59,43 +60,27 @@ class SharedMemoryPoison:
 
     def __init__(self):
         self.why_not: str | None = None
-        self._fn = None
+        self._kernel = None
         try:
             self._setup()
         except Exception as e:  # (a driver without these calls, a PTX the driver refuses)
             self.why_not = f"{type(e).__name__}: {e}"
 
-    def _check(self, rc: int, what: str) -> None:
-        if rc != 0:
-            name = ctypes.c_char_p()
-            self._lib.cuGetErrorName(rc, ctypes.byref(name))
-            raise RuntimeError(f"{what} failed: {name.value.decode() if name.value else rc}")
-
     def _setup(self) -> None:
         import torch
 
-        torch.zeros(1, device="cuda")  # torch's context made and current in this thread
-        lib = self._lib = ctypes.CDLL("libcuda.so.1")
-        dev = ctypes.c_int()
-        self._check(lib.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice (torch's context)")
-        optin, sms = ctypes.c_int(), ctypes.c_int()
-        self._check(lib.cuDeviceGetAttribute(ctypes.byref(optin), _ATTR_MAX_SHARED_OPTIN, dev), "cuDeviceGetAttribute")
-        self._check(lib.cuDeviceGetAttribute(ctypes.byref(sms), _ATTR_SMS, dev), "cuDeviceGetAttribute")
-        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
-        self._check(lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(_PTX.encode())), "cuModuleLoadData")
-        self._check(lib.cuModuleGetFunction(ctypes.byref(fn), module, b"course_poison_shared"), "cuModuleGetFunction")
-        self._check(lib.cuFuncSetAttribute(fn, _FUNC_MAX_DYNAMIC_SHARED, optin), "cuFuncSetAttribute")
-        self._check(lib.cuFuncSetAttribute(fn, _FUNC_CARVEOUT, 100), "cuFuncSetAttribute")
-        self._fn, self.bytes, self.blocks = fn, optin.value, 2 * sms.value
-        self._arg = ctypes.c_uint32(self.bytes)
-        self._params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(self._arg), ctypes.c_void_p))
-        self._torch = torch
+        kernel = DriverKernel(_PTX, "course_poison_shared")
+        optin, sms = kernel.device_attribute(_ATTR_MAX_SHARED_OPTIN), kernel.device_attribute(_ATTR_SMS)
+        kernel.check(kernel.lib.cuFuncSetAttribute(kernel.fn, _FUNC_MAX_DYNAMIC_SHARED, optin), "cuFuncSetAttribute")
+        kernel.check(kernel.lib.cuFuncSetAttribute(kernel.fn, _FUNC_CARVEOUT, 100), "cuFuncSetAttribute")
+        self.bytes, self.blocks = optin, 2 * sms
+        self._params = kernel.params(ctypes.c_uint32(self.bytes))
+        self._kernel, self._torch = kernel, torch
 
     def poison(self, stream=None) -> None:
         """Every SM's shared memory set to the pattern, on `stream` (default: torch's current one),
         before what is queued there next."""
-        if self._fn is None:
+        if self._kernel is None:
             return
         handle = (stream or self._torch.cuda.current_stream()).cuda_stream
-        self._check(self._lib.cuLaunchKernel(self._fn, self.blocks, 1, 1, THREADS, 1, 1, self.bytes,
-                                             ctypes.c_void_p(handle), self._params, None), "cuLaunchKernel")
+        self._kernel.launch(self.blocks, THREADS, self.bytes, handle, self._params)

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,32 @@ def descendants(root: int, children: dict[int, list[int]] | None = None) -> list
         out.append(pid)
         todo += children.get(pid, [])
     return out
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` exists and has not yet exited (a zombie has: its files, the GPU's among them, are closed)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def stop_tree(proc: subprocess.Popen, wait_s: float = config.STOP_WAIT_S) -> None:
+    """`proc` and every process under it killed, and waited for (up to `wait_s`) until each has exited:
+    a grading process's GPU context is gone only then. Killing bwrap alone, its sandboxed worker exits
+    ~80 ms after bwrap is reaped (measured on an H100); with no sandbox, compute-sanitizer's target would
+    outlive its tool. Their GPU neighbours and the next grading on the lane wait that long."""
+    tree = descendants(proc.pid)
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # (already gone)
+            pass
+    proc.wait()
+    deadline = time.monotonic() + wait_s
+    while any(_running(pid) for pid in tree[1:]) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _tree_rss_bytes(root: int, children: dict[int, list[int]] | None = None) -> int:
@@ -283,7 +310,9 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                     if timed_out or over_memory:
                         if gate is not None:
                             gate.stopping()
-                        proc.kill()
+                        stop_tree(proc)
+                        if gate is not None:  # (again: its GPU work has ended only now)
+                            gate.stopping()
                         break
                     time.sleep(0.05 if gate is None else 0.01)
                 rc = proc.wait()

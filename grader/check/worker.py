@@ -20,6 +20,7 @@ import traceback
 
 from .. import config
 from .gate import WorkerGate
+from .ptx import spin
 
 
 class Emitter:
@@ -129,7 +130,7 @@ def _repeatable(ex, mod, p, inputs, before, outputs, msg, poison=True):
 
 STREAM_CASE = "on a non-default CUDA stream"
 POISON_ROW = "shared memory filled with NaN before each call"
-STREAM_BUSY_CYCLES = 200_000_000  # ~0.1 s of GPU clock: the side stream is busy while the kernel is queued
+STREAM_BUSY_NS = 100_000_000  # 0.1 s of the GPU's clock: the side stream is busy while the kernel is queued (ptx.spin)
 
 
 def run_on_side_stream(ex, mod, case, seed):
@@ -148,8 +149,8 @@ def run_on_side_stream(ex, mod, case, seed):
         inputs[name].zero_()  # what a kernel on the wrong stream reads
     torch.cuda.synchronize()
     side = torch.cuda.Stream()
+    spin(STREAM_BUSY_NS, side)
     with torch.cuda.stream(side):
-        torch.cuda._sleep(STREAM_BUSY_CYCLES)
         for name, b in before.items():
             inputs[name].copy_(b)
         _graded_call(ex, mod, p, inputs, outputs)

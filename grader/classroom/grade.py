@@ -39,6 +39,7 @@ import shutil
 import socket
 import threading
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -244,7 +245,7 @@ def grade_one(item, calibration: dict | None) -> dict:
     baseline figures. The record written to OUT/results/STUDENT/EXERCISE.json."""
     student, ex_id, prep, opts = item[:4]
     ex = _exercises.get(ex_id)
-    t1 = time.perf_counter()
+    t1, started = time.perf_counter(), time.time()
     opts = replace(opts, calibrated=(calibration or {}).get(ex_id))
     gate = slot_gate()
     alone = bool(gate) and item[6:] == (ALONE,)  # graded once more, with the GPU to itself: only this run counts
@@ -252,15 +253,17 @@ def grade_one(item, calibration: dict | None) -> dict:
     warm, sanitizers = _warm_processes(ex, prep, opts)  # (the alone run's window is shorter by their start)
     try:
         if alone:
-            with GpuGate(gate).alone():
+            with GpuGate(gate).alone() as lone:
                 run(ex, prep, opts, warm, warm_sanitizers=sanitizers)
+                if prep.timed_out:  # (a call stuck on this GPU right after is no verdict: supervise.run_worker)
+                    lone.note_stopped(f"alone-{uuid.uuid4().hex}")
         else:
             run(ex, prep, replace(opts, gate=gate), warm, warm_sanitizers=sanitizers)
     finally:
         _after_run(prep, opts, warm, sanitizers)
     if alone:
         prep.result.add_time(ALONE_PHASE, time.perf_counter() - t1)
-        return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
+        return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on(started))
     if gate and prep.timed_out and (prep.contended or not prep.stuck):
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
         # (the GPU shares its time between the processes): a time limit reached there is not a verdict.
@@ -273,15 +276,19 @@ def grade_one(item, calibration: dict | None) -> dict:
         why = "not paused for another's timing" if prep.unpaused else "its time limit"
         untouched.result.add_time(first_run_phase(why), time.perf_counter() - t1)
         return Later((*item[:2], untouched, *item[3:6], ALONE))
-    return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on())
+    return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on(started))
 
 
 ALONE = "alone"  # an item's mark: grade it with the GPU to itself (grade_one)
 
 
-def graded_on() -> dict:
-    """Where a grading ran: the host and the GPU its process was pinned to."""
-    return {"host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
+def graded_on(started: float | None = None) -> dict:
+    """Where a grading ran: the host and the GPU its process was pinned to; with `started` (time.time()),
+    when it ran there, from start to end (a run's timeline: which gradings shared a GPU at a moment)."""
+    where = {"host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    if started is not None:
+        where.update(started=round(started, 2), ended=round(time.time(), 2))
+    return where
 
 
 def record_of(student: str, ex, res: Result, seconds: float, where: dict | None = None) -> dict:
