@@ -533,3 +533,31 @@ def test_the_class_report_shows_copies_of_one_submission_graded_unlike(tmp_path)
     assert "| - ; copies of one submission graded alike |" not in md
     assert "-; copies of one submission graded alike |" in md  # the run on 1 GPU
     assert "1 differ: s4; **copies graded unlike**: s4: fail 21.2 (its copies: pass 100.0) |" in md
+
+
+def test_a_preparation_that_fails_for_the_graders_own_reasons_is_tried_once_more(tmp_path):
+    """_prepare_job: an exception out of prepare() is the grader's trouble, not the submission's (prepare
+    makes rows of those): tried once more (at e3af72f one exec of nvcc failed with EFAULT on a fresh host
+    and the run graded nothing); failing again, it is raised, and the run leaves that submission ungraded."""
+    import subprocess
+    import sys
+
+    code = ("import json\nfrom grader.classroom import grade\ncalls = []\n"
+            "def flaky(ex, path, display=None):\n"
+            "    calls.append(display)\n"
+            "    if display == 'never' or len(calls) == 1:\n"
+            "        raise OSError(14, 'Bad address')\n"
+            "    return 'prepared'\n"
+            "grade.prepare = flaky\n"
+            f"got = grade._prepare_job(('day02.silu_and_mul', {str(tmp_path)!r}, 'once'))\n"
+            "try:\n"
+            f"    grade._prepare_job(('day02.silu_and_mul', {str(tmp_path)!r}, 'never'))\n"
+            "    raised = None\n"
+            "except OSError as e:\n"
+            "    raised = str(e)\n"
+            "print(json.dumps({'got': got, 'calls': calls, 'raised': raised}))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=toolchain.subprocess_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"got": "prepared", "calls": ["once", "once", "never", "never"], "raised": "[Errno 14] Bad address"}

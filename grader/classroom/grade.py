@@ -62,7 +62,12 @@ def _prepare_job(args):
     try:
         if path is None:
             return Prepared(Result(ex_id, display, toolchain.mode()))
-        return prepare(ex, Path(path), display=display)
+        try:
+            return prepare(ex, Path(path), display=display)
+        except Exception:  # the grader's own trouble, not the submission's (prepare makes rows of those): once more
+            # (at e3af72f, on a fresh H200 host, one exec of nvcc failed with EFAULT, "Bad address")
+            time.sleep(1)
+            return prepare(ex, Path(path), display=display)
     finally:
         _below_the_gradings()
 
@@ -426,6 +431,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
             echo(_line(student, ex.id, record, where))
 
     prepared_at = {"s": 0.0}
+    unprepared: list[str] = []
 
     def prepared_items(pool):
         """Each submission as soon as it is prepared: what no GPU can change is written now
@@ -440,7 +446,12 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
             fut.add_done_callback(finished)
         for fut in cf.as_completed(futures):
             student, ex, path, display = futures[fut]
-            prep = fut.result()
+            try:
+                prep = fut.result()
+            except Exception as e:  # failed twice (_prepare_job): no verdict, left to the next run; the others go on
+                unprepared.append(f"{student} {ex.id}: its preparation failed (the grader's, not the "
+                                  f"submission's): {type(e).__name__}: {e}")
+                continue
             if (student, ex.id) in problems:
                 prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
                 done(student, ex, record_of(student, ex, prep.result, 0.0))
@@ -467,7 +478,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
             stats = _grade_on_slots(prepared_items(pool), devices, runtime, exs, done, echo, run_info, save_run,
                                     lanes, out / ".work" / "gates", opts, bool(todo))
     build_s = prepared_at["s"]
-    counts["errors"] = stats.get("errors", [])
+    counts["errors"] = unprepared + stats.get("errors", [])
     run_s = time.perf_counter() - t_run
     rows = write_reports(out, exs)
     total = time.perf_counter() - t0

@@ -752,10 +752,14 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     print(f"first build (torch's precompiled header if missing): {first['wall_s']:.1f} s", flush=True)
     graded = Path(tempfile.mkdtemp(prefix="class-out-"))
     t0 = time.perf_counter()
-    grade_class(subs, graded, only=[exercise], gpus=gpus, echo=lambda m: print(m, flush=True), lanes=lanes)
+    rc = grade_class(subs, graded, only=[exercise], gpus=gpus, echo=lambda m: print(m, flush=True), lanes=lanes)
     total = time.perf_counter() - t0
     timing = json.loads((graded / "timing.json").read_text())
     rows = json.loads((graded / "gradebook.json").read_text())
+    if rc != 0 or len(rows) != students:  # (its pace and verdicts would stand for a class it did not grade)
+        print(f"this run graded {len(rows)} of {students} students: not recorded in {out / 'class-grading.json'} "
+              f"(its results: {graded})", flush=True)
+        return 1
     records = [json.loads(f.read_text()) for f in (graded / "results").glob("*/*.json")]
     sanitize_s = sum(i["metrics"].get("seconds", 0) for r in records for i in r["items"]
                      if i["name"].startswith("compute-sanitizer") and not i["metrics"].get("cached"))
