@@ -67,7 +67,7 @@ STOP_WAIT_S = 30.0
 # A grading whose call of the learner's code has lasted this long while another on its GPU was this long
 # inside a call of its own (or ncu was at work there) is "contended": a kernel that hangs in one process can hold the calls of the
 # others on its GPU back past their limit (the self-test at 6abee3e: a mutant's 0.1 s side-stream call
-# stopped at 10 s beside the hang mutants). A check that reaches a time limit so is graded again with
+# stopped at 10 s beside the hang mutants; its spin then counted SM cycles: check/ptx.py). A check that reaches a time limit so is graded again with
 # the GPU to itself. Class grading does so with every time limit reached beside others, but a call
 # stopped past the run limit (a hang) only if contended: beside calls shorter than this the GPU was
 # its own but for their kernels. (1.0 s until 35a5927; lower: a neighbour's long kernels count sooner.)
