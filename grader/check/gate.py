@@ -136,11 +136,11 @@ class GpuGate:
         return any(not v["pausable"] or calling_for(v["folder"]) >= at_least_s
                    for e, v in self._entries().items() if e != own)
 
-    def note_stopped(self, entry: str) -> None:
-        """The process registered as `entry` is being stopped inside its work (a hang, a time limit):
-        a kernel may still run on the GPU while its CUDA context is torn down."""
+    def note_stopped(self, entry: str | None = None) -> None:
+        """The process registered as `entry` (None: one run alone, not registered) is being stopped inside
+        its work (a hang, a time limit): a kernel may still run on the GPU while its CUDA context is torn down."""
         (self.root / "stopped").mkdir(exist_ok=True)
-        _write(self.root / "stopped" / entry, repr(time.time()))
+        _write(self.root / "stopped" / (entry or f"alone-{uuid.uuid4().hex}"), repr(time.time()))
 
     def others_stopped_since(self, own: str, since: float) -> bool:
         """Whether a process on this GPU other than `own` was stopped inside its work at `since`

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import time
-import uuid
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -387,7 +386,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
             with GpuGate(opts.gate).alone() as lone:
                 run(ex, untouched, replace(opts, gate=None))
                 if untouched.timed_out:  # (as a stop beside the others is: supervise.run_worker)
-                    lone.note_stopped(f"alone-{uuid.uuid4().hex}")
+                    lone.note_stopped()
             untouched.result.add_time(ALONE_PHASE, time.perf_counter() - t_again)
             prep = untouched
     finally:

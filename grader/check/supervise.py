@@ -100,13 +100,26 @@ def descendants(root: int, children: dict[int, list[int]] | None = None) -> list
     return out
 
 
+def process_state(pid: int) -> str | None:
+    """Its state letter from /proc ("R", "S", "Z" for a zombie, ...); None where it does not exist."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _running(pid: int) -> bool:
     """Whether `pid` exists and has not yet exited (a zombie has: its files, the GPU's among them, are closed)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    return process_state(pid) not in (None, "Z", "X")
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL to each of `pids` (those gone already are passed over)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def stop_tree(proc: subprocess.Popen, wait_s: float = config.STOP_WAIT_S) -> None:
@@ -115,11 +128,7 @@ def stop_tree(proc: subprocess.Popen, wait_s: float = config.STOP_WAIT_S) -> Non
     ~80 ms after bwrap is reaped (measured on an H100); with no sandbox, compute-sanitizer's target would
     outlive its tool. Their GPU neighbours and the next grading on the lane wait that long."""
     tree = descendants(proc.pid)
-    for pid in tree:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:  # (already gone)
-            pass
+    kill_all(tree)
     proc.wait()
     deadline = time.monotonic() + wait_s
     while any(_running(pid) for pid in tree[1:]) and time.monotonic() < deadline:

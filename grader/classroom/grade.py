@@ -39,7 +39,6 @@ import shutil
 import socket
 import threading
 import time
-import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -261,7 +260,7 @@ def grade_one(item, calibration: dict | None) -> dict:
             with GpuGate(gate).alone() as lone:
                 run(ex, prep, opts, warm, warm_sanitizers=sanitizers)
                 if prep.timed_out:  # (a call stuck on this GPU right after is no verdict: supervise.run_worker)
-                    lone.note_stopped(f"alone-{uuid.uuid4().hex}")
+                    lone.note_stopped()
         else:
             run(ex, prep, replace(opts, gate=gate), warm, warm_sanitizers=sanitizers)
     finally:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..check.supervise import children_by_parent, descendants
+from ..check.supervise import children_by_parent, descendants, kill_all, process_state
 
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 # The processes the grader starts for a grading (supervise.py, ncu.py, sandbox.py): by the program's
@@ -74,18 +73,10 @@ def stop_orphans(adopted: Adopted) -> list[str]:
             continue
         command = _grading_command(pid)
         if command is None:
-            try:
-                ended = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-            except (OSError, IndexError):
-                ended = False
-            if ended:  # (an orphan that ended here: not left a zombie in the caller's process)
+            if process_state(pid) == "Z":  # (an orphan that ended here: not left a zombie in the caller's process)
                 _reap(pid, wait=False)
             continue
-        for p in descendants(pid, children):
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_all(descendants(pid, children))
         _reap(pid, wait=True)
         stopped.append(command[:300])
     if adopted.was_subreaper == 0:
