@@ -51,6 +51,13 @@ WORKER_CPU_THREADS = 4
 # when not given one: the self-test runs its checks side by side on one GPU, each timing with it alone.
 GATE_ENV = "COURSE_GPU_GATE"
 
+# GPU memory a grading process keeps in torch's allocator from one case to the next (more is given back
+# to the driver after the case: check/worker.release_case_memory). Allocating from the driver and
+# freeing to it serialise across the GPUs of a host: on 2 x H200, 4 processes doing so on GPU 1 made a
+# 256 MB cudaMalloc/cudaFree on GPU 0 take 3.9 ms instead of 1.4 and a case 6.1 ms instead of 3.2
+# (reports/gpu-neighbours-2xh200.log). A class's lanes keep at most this much each on their GPU
+# (4 x 4 GiB of an 80 GiB H100); day02's largest case stays under it.
+CASE_MEMORY_KEPT_BYTES = 4 << 30
 # Host memory of one grading process in class grading.
 CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself

@@ -10,9 +10,11 @@ The probe, on GPU 0, times what a grading does, each step apart, in rounds:
 - `context`: a fresh process's CUDA context (torch imported first, not counted);
 - `malloc`: 256 MB allocated and freed back to the driver (torch.cuda.empty_cache);
 - `case`: one case as the worker runs it (inputs, an elementwise op, a comparison, empty_cache);
+- `case_keep`: the same case with the allocator's blocks kept (no empty_cache);
 - `launch`: a small kernel launched and synchronised.
 It runs with GPU 1 idle, then beside a load on GPU 1 of LOAD processes doing the same steps in a loop (the
-lanes of a GPU in class grading), then with that load on GPU 0 itself (for scale). Needs two GPUs.
+lanes of a GPU in class grading), or only some of them (contexts alone; allocations alone), then with the
+whole load on GPU 0 itself (for scale). Needs two GPUs.
 `python3 benchmarks/gpu_neighbours/run.py` prints a table, also to $OUT/gpu-neighbours.json.
 """
 from __future__ import annotations
@@ -25,7 +27,8 @@ import sys
 import time
 
 ROUNDS = int(os.environ.get("ROUNDS", "20"))
-LOAD = int(os.environ.get("LOAD", "6"))
+CONTEXT_ROUNDS = int(os.environ.get("CONTEXT_ROUNDS", "5"))
+LOAD = int(os.environ.get("LOAD", "4"))
 
 STEPS = r"""
 import os, subprocess, sys, time, json
@@ -46,36 +49,48 @@ def case():
     ok = torch.allclose(b, torch.nn.functional.silu(a) * a)
     del a, b; torch.cuda.empty_cache()
     return time.perf_counter() - t
+def case_keep():
+    t = time.perf_counter()
+    a = torch.randn(4096, 8192, device="cuda", dtype=torch.float16)
+    b = torch.nn.functional.silu(a) * a
+    ok = torch.allclose(b, torch.nn.functional.silu(a) * a)
+    del a, b; torch.cuda.synchronize()
+    return time.perf_counter() - t
 def launch():
     x = torch.ones(1024, device="cuda"); torch.cuda.synchronize()
     t = time.perf_counter()
     x.add_(1); torch.cuda.synchronize()
     return time.perf_counter() - t
 torch.zeros(1, device="cuda")
-steps = {"context": context, "malloc": malloc, "case": case, "launch": launch}
+steps = {"context": context, "malloc": malloc, "case": case, "case_keep": case_keep, "launch": launch}
 mode, rounds = sys.argv[1], int(sys.argv[2])
-if mode == "load":
+if mode != "probe":  # a load: the steps named, comma-separated, in a loop
+    chosen = [steps[name] for name in mode.split(",")]
     while True:
-        for f in steps.values():
+        for f in chosen:
             f()
 out = {name: [] for name in steps}
-for _ in range(rounds):
+for i in range(rounds):
     for name, f in steps.items():
-        out[name].append(f())
+        if name != "context" or i < int(sys.argv[3]):
+            out[name].append(f())
 print(json.dumps(out))
 """
 
 
-def probe(load_gpu: str | None) -> dict:
+ALL = "context,malloc,case,launch"
+
+
+def probe(load_gpu: str | None, load: str = ALL) -> dict:
     loads = []
     if load_gpu is not None:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=load_gpu)
-        loads = [subprocess.Popen([sys.executable, "-c", STEPS, "load", "0"], env=env, stdout=subprocess.DEVNULL)
+        loads = [subprocess.Popen([sys.executable, "-c", STEPS, load, "0"], env=env, stdout=subprocess.DEVNULL)
                  for _ in range(LOAD)]
         time.sleep(8)  # (their torch imported, their loops going)
     try:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
-        out = subprocess.run([sys.executable, "-c", STEPS, "probe", str(ROUNDS)], env=env, capture_output=True,
+        out = subprocess.run([sys.executable, "-c", STEPS, "probe", str(ROUNDS), str(CONTEXT_ROUNDS)], env=env, capture_output=True,
                              text=True, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
     finally:
@@ -85,14 +100,18 @@ def probe(load_gpu: str | None) -> dict:
 
 
 def main() -> None:
-    runs = {"GPU 1 idle": probe(None), f"{LOAD} processes on GPU 1": probe("1"),
-            f"{LOAD} processes on GPU 0 (the probe's)": probe("0")}
-    print(f"{'step':8s} " + " ".join(f"{name:>32s}" for name in runs))
-    for step in next(iter(runs.values())):
-        print(f"{step:8s} " + " ".join(f"{1000 * statistics.median(r[step]):29.2f} ms" for r in runs.values()))
-    out = os.environ.get("OUT", "/tmp")
-    with open(os.path.join(out, "gpu-neighbours.json"), "w") as f:
-        json.dump({"rounds": ROUNDS, "load": LOAD, "runs": runs}, f, indent=1)
+    loads = {"GPU 1 idle": (None, ALL), f"{LOAD} on GPU 1: every step": ("1", ALL),
+             f"{LOAD} on GPU 1: contexts": ("1", "context"), f"{LOAD} on GPU 1: malloc, case": ("1", "malloc,case"),
+             f"{LOAD} on GPU 0 (the probe's): every step": ("0", ALL)}
+    out = os.path.join(os.environ.get("OUT", "/tmp"), "gpu-neighbours.json")
+    print("median ms of each step on GPU 0, by what ran beside it", flush=True)
+    runs = {}
+    for name, (gpu, load) in loads.items():  # (each printed and saved as it ends: a run cut short keeps them)
+        runs[name] = r = probe(gpu, load)
+        print(f"{name:40s} " + "  ".join(f"{step} {1000 * statistics.median(v):.2f}" for step, v in r.items()),
+              flush=True)
+        with open(out, "w") as f:
+            json.dump({"rounds": ROUNDS, "context_rounds": CONTEXT_ROUNDS, "load": LOAD, "runs": runs}, f, indent=1)
 
 
 if __name__ == "__main__":
