@@ -1,7 +1,9 @@
 """Where a host's CPU time goes while something runs beside it (a maintainer's tool for the class
 benchmark): every 0.2 s each process's user+system time from /proc, summed per kind of process (nvcc's
 tools, the host compiler, a grading process and which, compute-sanitizer, the preparation pool, ...),
-with a timeline in 5 s bins. It ends when the file STOP exists, then writes OUT.json and prints a table.
+with a timeline in 5 s bins, and what the grading processes' main threads were doing at each look (running,
+or asleep and where in the kernel: /proc/PID/wchan), counted per kind. It ends when the file STOP exists,
+then writes OUT.json and prints a table.
 
     python -m grader.maintain.cpumon OUT.json STOP &
     python -m grader verify --class-benchmark 84 --gpus 2 ...; touch STOP
@@ -78,6 +80,7 @@ def watch(stop: str) -> dict:
     t0, busy0 = time.time(), _busy_ticks()
     seen: dict = {}  # (pid, start time) -> [category, last cpu ticks, cpu ticks counted from]
     timeline: dict = defaultdict(lambda: defaultdict(float))
+    waits: dict = defaultdict(lambda: defaultdict(int))  # kind -> "state wchan" -> looks
     while not os.path.exists(stop):
         at = int((time.time() - t0) // BIN_S) * BIN_S
         for pid in os.listdir("/proc"):
@@ -101,6 +104,8 @@ def watch(stop: str) -> dict:
                 rec[0] = "prep pool process (nice)"
             timeline[at][rec[0]] += (cpu - rec[1]) / hz
             rec[1] = cpu
+            if rec[0].startswith(("worker", "slot process")):
+                waits[rec[0]][_doing(pid, rest[0])] += 1
         time.sleep(TICK_S)
     totals: dict = defaultdict(float)
     counts: dict = defaultdict(int)
@@ -111,7 +116,33 @@ def watch(stop: str) -> dict:
     return {"seconds": time.time() - t0, "busy_cpu_s": (_busy_ticks() - busy0) / hz,
             "accounted_cpu_s": sum(totals.values()), "cpus": os.cpu_count(),
             "by_category": {c: round(totals[c], 1) for c in order}, "processes": {c: counts[c] for c in order},
-            "timeline": {str(k): {c: round(v, 2) for c, v in row.items()} for k, row in sorted(timeline.items())}}
+            "timeline": {str(k): {c: round(v, 2) for c, v in row.items()} for k, row in sorted(timeline.items())},
+            "waits": {c: dict(sorted(w.items(), key=lambda kv: -kv[1])) for c, w in waits.items()}}
+
+
+_SYSCALLS = {"0": "read", "1": "write", "3": "close", "7": "poll", "9": "mmap", "10": "mprotect", "11": "munmap",
+             "16": "ioctl", "23": "select", "35": "nanosleep", "61": "wait4", "202": "futex", "230": "clock_nanosleep",
+             "232": "epoll_wait", "257": "openat", "271": "ppoll", "281": "epoll_pwait"}
+
+
+def _doing(pid: str, state: str) -> str:
+    """A process's main thread at this moment: 'R' running, else its state, the system call it waits in
+    (/proc/PID/syscall: an ioctl is the GPU driver) and the kernel function it sleeps in (/proc/PID/wchan,
+    where the kernel says)."""
+    if state == "R":
+        return "R"
+    out = [state]
+    for name, read in (("syscall", lambda t: _SYSCALLS.get(t.split()[0], "syscall " + t.split()[0]) if t[:1].isdigit()
+                        else t.split()[0] if t else "?"),
+                       ("wchan", lambda t: t if t and t != "0" else "")):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                text = read(f.read().strip())
+        except (OSError, IndexError):
+            text = ""
+        if text:
+            out.append(text)
+    return " ".join(out)
 
 
 def table(report: dict, rows: int = 20) -> str:
@@ -119,6 +150,9 @@ def table(report: dict, rows: int = 20) -> str:
              f"{report['accounted_cpu_s']:.0f} of them accounted to processes", "CPU-s  processes  kind"]
     for c, v in list(report["by_category"].items())[:rows]:
         lines.append(f"{v:7.1f} {report['processes'][c]:6d}  {c}")
+    for c, w in report.get("waits", {}).items():
+        looks = sum(w.values()) or 1
+        lines.append(f"{c}: " + ", ".join(f"{k} {100 * n / looks:.0f}%" for k, n in list(w.items())[:8]))
     return "\n".join(lines)
 
 
