@@ -237,6 +237,28 @@ def test_the_class_report_says_where_the_gradings_time_went(tmp_path):
     assert "Where the gradings' time went" not in class_report(tmp_path)  # a report from before the table
 
 
+def test_the_class_report_says_where_each_gpus_time_went(tmp_path):
+    # On several GPUs, each GPU's gradings apart: at 9ecf890 on 2 H100s one GPU graded 30 and the other 42
+    # in the same time, the first holding three of the four hang mutants (each holds its GPU's timings
+    # back for the pause limit): a table of the sums alone hid it.
+    from grader.maintain.verify import _stage_seconds, _stages_by_gpu, class_report
+
+    records = [{"timings": {"waiting for the GPU alone": 9.0, "cases": 1.0}, "graded_on": {"gpu": "0"}},
+               {"timings": {"waiting for the GPU alone": 8.0, "cases": 1.0}, "graded_on": {"gpu": "0"}},
+               {"timings": {"cases": 2.0}, "graded_on": {"gpu": "1"}},
+               {"timings": {"source and SASS checks": 3.0}, "graded_on": None}]  # a build failure: no GPU
+    by_gpu = _stages_by_gpu(records)
+    assert by_gpu == {"0": {"graded": 2, "stage_s": {"waiting for the GPU alone": 17.0, "cases": 2.0}},
+                      "1": {"graded": 1, "stage_s": {"cases": 2.0}}}
+    assert _stages_by_gpu(records[:2]) == {}  # one GPU: the sums say it all
+    run = dict(_run(2, 100.0, graded=4), stage_s=_stage_seconds(records), stage_s_by_gpu=by_gpu)
+    (tmp_path / "class-grading.json").write_text(json.dumps(dict(run, runs=[run])))
+    md = class_report(tmp_path)
+    assert "| stage | seconds | share | per grading | GPU 0 (2 graded) | GPU 1 (1 graded) |" in md
+    assert "| waiting for the GPU alone | 17 | 71% | 4.2 s | 17 | 0 |" in md
+    assert "| cases | 4 | 17% | 1.0 s | 2 | 2 |" in md
+
+
 def test_lanes_grade_side_by_side_on_one_gpu_from_a_feed_that_grows(tmp_path):
     """Two lanes on one GPU take items as a generator hands them over (class grading's preparation
     runs beside the GPUs); both lanes' processes get that GPU's gate folder."""
