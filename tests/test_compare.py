@@ -38,3 +38,41 @@ def test_shape_mismatch_and_modified_inputs():
     y[3] = 7
     assert unchanged("x", x, x.clone()) is None
     assert "first at [3]" in unchanged("x", x, y)
+
+
+def _whole(got, expected, rtol, atol, show=5):
+    """The comparison done on the whole tensors at once, as before it went by chunks."""
+    g, e = got.double(), expected.double()
+    bad = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+    finite = torch.isfinite(g) & torch.isfinite(e)
+    diff = (g - e).abs()
+    max_err = float(diff[finite].max()) if bool(finite.any()) else 0.0
+    examples = [f"{list(r)}: yours {float(g[tuple(r)]):.6g} vs expected {float(e[tuple(r)]):.6g}"
+                for r in bad.nonzero()[:show].tolist()]
+    return int(bad.sum()), int((torch.isnan(g) & ~torch.isnan(e)).sum()), max_err, examples
+
+
+def test_chunks_give_what_the_whole_tensors_give(monkeypatch):
+    # The fp64 temporaries of one chunk at a time (a 16384 x 8192 output took ~7 GB whole): the counts, the
+    # largest error and the first differing elements (in order, across chunks) are those of the whole.
+    from grader.check import compare as compare_module
+
+    gen = torch.Generator().manual_seed(3)
+    for chunk in (7, 64, 1 << 24):
+        monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", chunk)
+        for shape, dtype in (((5, 37), torch.float16), ((3, 4, 29), torch.bfloat16), ((211,), torch.float32),
+                             ((1, 1), torch.float16), ((), torch.float32), ((0, 8), torch.float16)):
+            expected = torch.randn(shape, generator=gen).to(dtype)
+            got = expected.clone()
+            if got.numel() > 2:
+                flat = got.view(-1)
+                pick = torch.randperm(flat.numel(), generator=gen)[:max(1, flat.numel() // 6)]
+                flat[pick[0::3]] += 0.5
+                flat[pick[1::3]] = float("nan")
+                flat[pick[2::3]] = float("inf")
+                expected.view(-1)[pick[2::3][:1]] = float("inf")  # one Inf where Inf is expected
+            for rtol, atol in ((0.0, 0.0), (1e-2, 1e-2)):
+                c = compare("out", got, expected, rtol, atol)
+                mismatches, unwritten, max_err, examples = _whole(got, expected, rtol, atol)
+                assert (c.mismatches, c.unwritten, c.examples) == (mismatches, unwritten, examples), (chunk, shape)
+                assert c.max_abs_err == max_err and c.total == expected.numel() and c.ok == (mismatches == 0)
