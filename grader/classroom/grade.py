@@ -74,6 +74,27 @@ def _prepare_job(args):
 _NICED = []
 
 
+def _prebuild_job(args) -> None:
+    """An exercise's binding object compiled from its solution (build.prebuild_binding) in a preparation
+    process as the run starts, where the submissions will be linked (a GPU: compile-only runs link none)."""
+    ex_id, path = args
+    try:
+        if toolchain.has_gpu():
+            from ..build import prebuild_binding
+
+            prebuild_binding(_exercises.get(ex_id).graded_source(path), ex_id.replace(".", "_"))
+    finally:
+        _below_the_gradings()
+
+
+def _said_if_failed(echo, ex_id: str, fut) -> None:
+    """A binding that could not be built ahead: said (the first submission that needs it builds it, and
+    a failure of its own is that submission's row)."""
+    if fut.exception() is not None:
+        echo(f"{ex_id}: its binding was not built ahead ({type(fut.exception()).__name__}: {fut.exception()}); "
+             "the first submission builds it")
+
+
 def _below_the_gradings() -> None:
     """After its first submission, a preparation process works below the grading processes' priority
     (config.PREPARE_NICE): at 7a38631 the builds beside them slowed each grading by 19% (7% since).
@@ -439,6 +460,10 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         def finished(_):  # when the last one was ready (not when a lane took it)
             prepared_at["s"] = max(prepared_at["s"], time.perf_counter() - t_build)
 
+        for ex in {ex.id: ex for _, ex, _, _ in todo}.values() if toolchain.gpu_present() else ():
+            if ex.learner_file != "python" and ex.solution_path.is_file():  # (first in the pool: first to run)
+                ahead = pool.submit(_prebuild_job, (ex.id, str(ex.solution_path)))
+                ahead.add_done_callback(functools.partial(_said_if_failed, echo, ex.id))
         futures = {pool.submit(_prepare_job, (ex.id, str(p) if p else None, d)): (student, ex, p, d)
                    for student, ex, p, d in todo}
         for fut in futures:
