@@ -42,19 +42,13 @@ def malloc():
     x = torch.empty(256 << 20, dtype=torch.uint8, device="cuda"); torch.cuda.synchronize()
     del x; torch.cuda.empty_cache()
     return time.perf_counter() - t
-def case():
+def case(keep=False):
     t = time.perf_counter()
     a = torch.randn(4096, 8192, device="cuda", dtype=torch.float16)
     b = torch.nn.functional.silu(a) * a
     ok = torch.allclose(b, torch.nn.functional.silu(a) * a)
-    del a, b; torch.cuda.empty_cache()
-    return time.perf_counter() - t
-def case_keep():
-    t = time.perf_counter()
-    a = torch.randn(4096, 8192, device="cuda", dtype=torch.float16)
-    b = torch.nn.functional.silu(a) * a
-    ok = torch.allclose(b, torch.nn.functional.silu(a) * a)
-    del a, b; torch.cuda.synchronize()
+    del a, b
+    torch.cuda.synchronize() if keep else torch.cuda.empty_cache()
     return time.perf_counter() - t
 def launch():
     x = torch.ones(1024, device="cuda"); torch.cuda.synchronize()
@@ -62,7 +56,7 @@ def launch():
     x.add_(1); torch.cuda.synchronize()
     return time.perf_counter() - t
 torch.zeros(1, device="cuda")
-steps = {"context": context, "malloc": malloc, "case": case, "case_keep": case_keep, "launch": launch}
+steps = {"context": context, "malloc": malloc, "case": case, "case_keep": lambda: case(keep=True), "launch": launch}
 mode, rounds = sys.argv[1], int(sys.argv[2])
 if mode != "probe":  # a load: the steps named, comma-separated, in a loop
     chosen = [steps[name] for name in mode.split(",")]
