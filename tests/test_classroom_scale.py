@@ -296,6 +296,16 @@ def test_an_item_run_later_comes_after_every_other():
     assert [item for item, _ in done][-1] == "0 again" and len(done) == 5 and stats["per_gpu"]["0"]["graded"] == 5
 
 
+def test_on_several_gpus_an_item_run_later_comes_next():
+    # Its GPU's lanes wait for it while the other GPUs grade on: at the end, one GPU ran it alone while the
+    # others had nothing left (at 9ecf890 most of the 8 s between two H100s' ends).
+    done = []
+    stats = run_on_slots(["0", "1"], list(range(8)), _later_once, lambda item, r, d, s, e: done.append(item), lanes=1)
+    assert sorted(map(str, done)) == sorted(["0 again", *map(str, range(1, 8))])
+    assert done.index("0 again") < len(done) - 2  # (taken right after item 0, the first taken)
+    assert sum(g["graded"] for g in stats["per_gpu"].values()) == 8
+
+
 def test_a_failing_feed_is_said_not_lost():
     def feed():
         yield 0

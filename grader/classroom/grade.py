@@ -292,8 +292,9 @@ def grade_one(item, calibration: dict | None) -> dict:
     if gate and prep.timed_out and (prep.contended or not prep.stuck):
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
         # (the GPU shares its time between the processes): a time limit reached there is not a verdict.
-        # Graded again with the GPU to itself, after every other submission (the other lanes wait
-        # meanwhile; at the end they have little left to do). The record keeps what this run cost.
+        # Graded again with the GPU to itself, after every other submission on one GPU (the other lanes
+        # wait meanwhile; at the end they have little left to do), next on several (slots.Later). The
+        # record keeps what this run cost.
         # Not a call of its own stopped past the run limit while no other grading on this GPU was in a
         # long call (config.CONTENDED_CALL_S; ncu counts as one): the others' short calls take the GPU
         # only for their kernels' microseconds, so that call hangs on its own (at d2354f5 the hang
