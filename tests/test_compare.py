@@ -76,3 +76,21 @@ def test_chunks_give_what_the_whole_tensors_give(monkeypatch):
                 mismatches, unwritten, max_err, examples = _whole(got, expected, rtol, atol)
                 assert (c.mismatches, c.unwritten, c.examples) == (mismatches, unwritten, examples), (chunk, shape)
                 assert c.max_abs_err == max_err and c.total == expected.numel() and c.ok == (mismatches == 0)
+
+
+def test_a_modified_input_is_found_in_any_chunk(monkeypatch):
+    from grader.check import compare as compare_module
+
+    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 5)
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    assert unchanged("x", x, x.clone()) is None
+    y = x.clone()
+    y[1, 2, 1] = float("nan")
+    y[1, 2, 3] = -1
+    assert unchanged("x", x, y) == "input 'x' was modified: 2 elements changed, first at [1, 2, 1]"
+    n = torch.full((7,), float("nan"))
+    assert unchanged("n", n, n.clone()) is None  # NaN stays NaN: unchanged
+    i = torch.arange(12, dtype=torch.int32)
+    j = i.clone()
+    j[11] = 0
+    assert unchanged("i", i, j) == "input 'i' was modified: 1 elements changed, first at [11]"

@@ -79,14 +79,20 @@ def _unravel(index: int, shape: tuple) -> tuple:
 
 
 def unchanged(name: str, before, after) -> str | None:
-    """None if `after` is bit-identical to `before`, else a message."""
+    """None if `after` is bit-identical to `before`, else a message (CHUNK_ELEMENTS at a time)."""
     import torch
 
     if before.dtype != after.dtype or before.shape != after.shape:
         return f"input '{name}' changed shape or dtype"
-    same = (before == after) | (torch.isnan(before) & torch.isnan(after)) if before.is_floating_point() else before == after
-    changed = int((~same).sum())
+    flat_before, flat_after = before.reshape(-1), after.reshape(-1)
+    changed, first = 0, None
+    for start in range(0, flat_before.numel(), CHUNK_ELEMENTS):
+        b, a = flat_before[start:start + CHUNK_ELEMENTS], flat_after[start:start + CHUNK_ELEMENTS]
+        same = (b == a) | (torch.isnan(b) & torch.isnan(a)) if b.is_floating_point() else b == a
+        here = int((~same).sum())
+        if here and first is None:
+            first = list(_unravel(start + int((~same).nonzero()[0, 0]), tuple(before.shape)))
+        changed += here
     if changed:
-        first = (~same).nonzero()[0].tolist()
         return f"input '{name}' was modified: {changed} elements changed, first at {first}"
     return None
