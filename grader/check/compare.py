@@ -38,6 +38,21 @@ def _fmt(v: float) -> str:
 CHUNK_ELEMENTS = 1 << 24
 
 
+def _chunks(*tensors):
+    """(offset, and each of `tensors` flattened from there) CHUNK_ELEMENTS at a time."""
+    flat = [t.detach().reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), CHUNK_ELEMENTS):
+        yield (start, *(f[start:start + CHUNK_ELEMENTS] for f in flat))
+
+
+def _positions(shape: tuple, flat_indices) -> list[list[int]]:
+    """The positions in a tensor of `shape` of its elements numbered `flat_indices` (row-major)."""
+    import torch
+
+    coords = torch.unravel_index(flat_indices, shape)  # (one tensor per dimension: none for a 0-d tensor)
+    return [[int(c[j]) for c in coords] for j in range(len(flat_indices))]
+
+
 def compare(name: str, got, expected, rtol: float, atol: float, show: int = 5) -> Comparison:
     """|got - expected| <= atol + rtol * |expected|, elementwise, in fp64 (CHUNK_ELEMENTS at a time).
     NaN matches only NaN, +-Inf only the same Inf."""
@@ -46,36 +61,22 @@ def compare(name: str, got, expected, rtol: float, atol: float, show: int = 5) -
     if tuple(got.shape) != tuple(expected.shape):
         return Comparison(name, False, max(got.numel(), expected.numel()), expected.numel(), 0, float("inf"),
                           [f"shape {tuple(got.shape)} vs expected {tuple(expected.shape)}"])
-    flat_got = got.detach().reshape(-1)
-    flat_exp = expected.detach().reshape(-1)
-    total = flat_exp.numel()
     count, unwritten, max_err = 0, 0, 0.0
     examples: list[str] = []
-    for start in range(0, total, CHUNK_ELEMENTS):
-        g = flat_got[start:start + CHUNK_ELEMENTS].double()
-        e = flat_exp[start:start + CHUNK_ELEMENTS].to(g.device).double()
+    for start, g, e in _chunks(got, expected):
+        g, e = g.double(), e.to(g.device).double()
         bad = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
         finite = torch.isfinite(g) & torch.isfinite(e)
         # (the largest error over the finite pairs: 0 where there is none; errors are never negative)
-        err = torch.where(finite, (g - e).abs(), torch.zeros((), dtype=g.dtype, device=g.device)).max()
+        max_err = max(max_err, float(torch.where(finite, (g - e).abs(), g.new_zeros(())).max()))
         here = int(bad.sum())
         count += here
         unwritten += int((torch.isnan(g) & ~torch.isnan(e)).sum())
-        max_err = max(max_err, float(err))
         if here and len(examples) < show:
-            for i in bad.nonzero()[:show - len(examples), 0].tolist():
-                at = _unravel(start + i, tuple(got.shape))
-                examples.append(f"{list(at)}: yours {_fmt(float(g[i]))} vs expected {_fmt(float(e[i]))}")
-    return Comparison(name, count == 0, count, total, unwritten, max_err, examples)
-
-
-def _unravel(index: int, shape: tuple) -> tuple:
-    """The position in a tensor of `shape` of its element number `index` in row-major order."""
-    at = []
-    for size in reversed(shape):
-        index, rest = divmod(index, size)
-        at.append(rest)
-    return tuple(reversed(at))
+            idx = bad.nonzero()[:show - len(examples), 0]
+            for i, at in zip(idx.tolist(), _positions(tuple(got.shape), idx + start)):
+                examples.append(f"{at}: yours {_fmt(float(g[i]))} vs expected {_fmt(float(e[i]))}")
+    return Comparison(name, count == 0, count, expected.numel(), unwritten, max_err, examples)
 
 
 def unchanged(name: str, before, after) -> str | None:
@@ -84,14 +85,12 @@ def unchanged(name: str, before, after) -> str | None:
 
     if before.dtype != after.dtype or before.shape != after.shape:
         return f"input '{name}' changed shape or dtype"
-    flat_before, flat_after = before.reshape(-1), after.reshape(-1)
     changed, first = 0, None
-    for start in range(0, flat_before.numel(), CHUNK_ELEMENTS):
-        b, a = flat_before[start:start + CHUNK_ELEMENTS], flat_after[start:start + CHUNK_ELEMENTS]
-        same = (b == a) | (torch.isnan(b) & torch.isnan(a)) if b.is_floating_point() else b == a
-        here = int((~same).sum())
+    for start, b, a in _chunks(before, after):
+        differ = ~((b == a) | (torch.isnan(b) & torch.isnan(a)) if b.is_floating_point() else b == a)
+        here = int(differ.sum())
         if here and first is None:
-            first = list(_unravel(start + int((~same).nonzero()[0, 0]), tuple(before.shape)))
+            first = _positions(tuple(before.shape), differ.nonzero()[:1, 0] + start)[0]
         changed += here
     if changed:
         return f"input '{name}' was modified: {changed} elements changed, first at {first}"
