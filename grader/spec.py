@@ -252,6 +252,11 @@ class Exercise:
         return self.id.split(".")[1]
 
     @property
+    def build_name(self) -> str:
+        """The name its extension is built and cached under (build.build_checked's `name`)."""
+        return self.id.replace(".", "_")
+
+    @property
     def stub_path(self) -> Path:
         return toolchain.KERNELS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
 

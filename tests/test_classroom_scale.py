@@ -498,7 +498,7 @@ def test_a_class_runs_binding_is_built_ahead_from_the_solution(tmp_path, monkeyp
     # a student's file: the solution's entry points, a kernel of their own
     src = tmp_path / "scale_add.cu"
     src.write_text(ex.solution_path.read_text() + "\n// student00\n")
-    built = build_checked(src, compile_cubin(src, host_object=True).host_object, ex.id.replace(".", "_"))
+    built = build_checked(src, compile_cubin(src, host_object=True).host_object, ex.build_name)
     assert not built.cached and obj.stat().st_mtime_ns == made
     assert list((tmp_path / "cache" / "ext" / "bindings").glob("*/main.o")) == [obj]
 

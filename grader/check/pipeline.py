@@ -101,7 +101,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         return prep
     t_build = time.perf_counter()
     try:  # linked from the checked object (what runs is what was checked); never loaded here
-        built = _build.build_checked(src, report.host_object if report else None, ex.id.replace(".", "_"), quiet)
+        built = _build.build_checked(src, report.host_object if report else None, ex.build_name, quiet)
     except _build.BuildError as e:
         result.add("build", "torch extension", "fail", e.summary())
         return prep
@@ -148,7 +148,7 @@ def _template_checks(ex: Exercise, template: _build.Source, src: _build.Source, 
     try:
         if ex.template_checks and not ex.template_checks(template.text, result):
             return False
-        name = ex.id.replace(".", "_")
+        name = ex.build_name
         key = _build.module_name([src], name)
         t_again = time.perf_counter()
         again = _build.Source(src.path, ex.render(template.text))  # the same request once more
@@ -187,7 +187,7 @@ def _cache_hit_check(ex: Exercise, template: _build.Source, built, result: Resul
     must load from the cache, within ex.cache_hit_s."""
     t0 = time.perf_counter()
     rendered = _build.Source(f"{template.path} (rendered)", ex.render(template.text))
-    again = _build.build_checked(rendered, None, ex.id.replace(".", "_"), quiet=True)  # (the compile: from its cache)
+    again = _build.build_checked(rendered, None, ex.build_name, quiet=True)  # (the compile: from its cache)
     seconds = time.perf_counter() - t0
     ok = again.cached and again.name == built.name and seconds < ex.cache_hit_s
     result.add("build", CACHE_HIT, "pass" if ok else "fail",
@@ -245,7 +245,7 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
                 if not link_checks(dep, dep_src, scratch, report):
                     result.add("source", label, "fail", "; ".join(i.detail for i in scratch.failures)[:500])
                     return None
-                b = _build.build_checked(dep_src, report.host_object, dep.id.replace(".", "_"))
+                b = _build.build_checked(dep_src, report.host_object, dep.build_name)
             except _build.BuildError as e:
                 result.add("build", label, "fail", e.summary())
                 return None

@@ -82,7 +82,8 @@ def _prebuild_job(args) -> None:
         if toolchain.has_gpu():
             from ..build import prebuild_binding
 
-            prebuild_binding(_exercises.get(ex_id).graded_source(path), ex_id.replace(".", "_"))
+            ex = _exercises.get(ex_id)
+            prebuild_binding(ex.graded_source(path), ex.build_name)
     finally:
         _below_the_gradings()
 
@@ -90,9 +91,9 @@ def _prebuild_job(args) -> None:
 def _said_if_failed(echo, ex_id: str, fut) -> None:
     """A binding that could not be built ahead: said (the first submission that needs it builds it, and
     a failure of its own is that submission's row)."""
-    if fut.exception() is not None:
-        echo(f"{ex_id}: its binding was not built ahead ({type(fut.exception()).__name__}: {fut.exception()}); "
-             "the first submission builds it")
+    e = fut.exception()
+    if e is not None:
+        echo(f"{ex_id}: its binding was not built ahead ({type(e).__name__}: {e}); the first submission builds it")
 
 
 def _below_the_gradings() -> None:

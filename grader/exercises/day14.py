@@ -753,6 +753,6 @@ def course_kernels(solutions=None, quiet=True) -> dict:
     out = {}
     for dep_id in DEPENDS_ON:
         dep = exercises.get(dep_id)
-        out[dep_id] = build.build([dep.graded_source(default_source(dep, solutions))], name=dep.id.replace(".", "_"),
+        out[dep_id] = build.build([dep.graded_source(default_source(dep, solutions))], name=dep.build_name,
                                   quiet=quiet)
     return out

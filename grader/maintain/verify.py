@@ -122,7 +122,7 @@ def _build_jobs(scope: Scope) -> list[dict]:
         if ex.learner_file == "python":  # a Python module builds nothing itself: its kernels are other exercises'
             continue
         for kind, path in (("solution", ex.solution_path), ("stub", ex.stub_path)):
-            jobs.append({"label": f"{ex.id} {kind}", "file": str(path), "name": ex.id.replace(".", "_"),
+            jobs.append({"label": f"{ex.id} {kind}", "file": str(path), "name": ex.build_name,
                          "exercise": ex.id})
     return jobs
 
