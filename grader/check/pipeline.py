@@ -259,7 +259,7 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
     """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
     clean, the small cases under opts.sanitizers, and ncu's bank-conflict count. `warm`: two
     processes started beforehand, one for everything but the "kernels launched" check, then one
-    for that check (its profiler must not slow the others). `ncu_run`: the bank-conflict count's
+    for that check (its profiler must not slow the others); or one, for all of it. `ncu_run`: the bank-conflict count's
     process, started beforehand (_start_bank_conflict_run); the caller cancels it if it is not used.
     `warm_sanitizers`: {tool: WarmWorker(sanitize=tool)} started beforehand, taken if that tool runs
     (the caller discards what was used: WarmWorker.used)."""
@@ -270,8 +270,8 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
         # after the cases and the timing.
         pending = ncu_run or (_start_bank_conflict_run(opts) if ex.max_bank_conflicts is not None else None)
         try:
-            if warm is None:
-                run_worker(ex, prep, opts)
+            if warm is None or len(warm) == 1:  # one process: the "kernels launched" check last in it
+                run_worker(ex, prep, opts, warm=warm[0] if warm else None)
             elif run_worker(ex, prep, opts, warm=warm[0], part="no launches"):
                 run_worker(ex, prep, opts, warm=warm[1], part="launches")
             ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)

@@ -235,9 +235,18 @@ def _after_run(prep: Prepared, opts: RunOptions, pair, sanitizers: dict) -> None
                 waiting[tool] = w
 
 
+def class_processes() -> int:
+    """Grading processes per submission in class grading (config.CLASS_PROCESSES, or COURSE_CLASS_PROCESSES)."""
+    return int(os.environ.get("COURSE_CLASS_PROCESSES") or config.CLASS_PROCESSES)
+
+
 def _start_pair(opts: RunOptions) -> tuple | None:
     """pipeline.run's `warm` for a lane's next submission, or None where either could not start (the
-    first of a pair whose second failed is stopped)."""
+    first of a pair whose second failed is stopped). With one process per grading (class_processes()):
+    that one alone."""
+    if class_processes() == 1:
+        one = _started(opts, profiler=False)
+        return (one,) if one is not None else None
     first = _started(opts, profiler=False)
     second = _started(opts, profiler=True) if first is not None else None
     if first is not None and second is None:

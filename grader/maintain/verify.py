@@ -738,6 +738,7 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     the report projects a 300-student class over every exercise from them (projection())."""
     from .. import exercises
     from ..classroom import grade_class
+    from ..classroom.grade import class_processes
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -767,14 +768,15 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     shutil.copytree(graded, out / "class", ignore=shutil.ignore_patterns(".work"))
     shutil.copy(graded / "class-summary.png", out / "class-summary.png")
     run = {"students": students, "exercise": exercise, "distinct_sources": True, "gpus": timing.get("gpus", 1),
-           "lanes": lanes, "seconds": total,
+           "lanes": lanes, "processes": class_processes(), "seconds": total,
            "sanitize_s": sanitize_s, "stage_s": _stage_seconds(records), "stage_s_by_gpu": _stages_by_gpu(records),
            "timing": timing, "rows": rows,
            "roster": roster, "environment": _env_info()}
     previous = _class_runs(out / "class-grading.json")
     # (runs of classes whose copies shared their builds, from before distinct_sources, measured less: dropped)
     runs = [r for r in previous if r.get("distinct_sources") and not (
-        _same_class(r, run) and r["gpus"] == run["gpus"] and r.get("lanes", 1) == lanes)] + [run]
+        _same_class(r, run) and r["gpus"] == run["gpus"] and r.get("lanes", 1) == lanes
+        and r.get("processes", 2) == run["processes"])] + [run]
     report = dict(run, runs=sorted(runs, key=lambda r: (r.get("lanes", 1), r["gpus"])))
     (out / "class-grading.json").write_text(json.dumps(report, indent=1))
     md = class_report(out)
@@ -1058,7 +1060,9 @@ def class_report(out: str | Path) -> str:
             if r.get("roster"):
                 same += ("; copies of one submission graded alike" if not unlike else
                          f"; **copies graded unlike**: {', '.join(unlike[:4])}")
-            md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)} | {r['environment']['date']}, "
+            procs = r.get("processes")  # (grading processes per submission; runs before 2026-11-28: 2)
+            md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)}"
+                      + (f" x {procs} process{'es' if procs > 1 else ''}" if procs else "") + f" | {r['environment']['date']}, "
                       f"{r['environment'].get('commit', '?')} | "
                       f"{r['seconds']:.0f} s | {r['timing']['prepare_s']:.0f} s | {r['timing']['run_s']:.0f} s | "
                       f"{_rate(r):.1f} s | "
