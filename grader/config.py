@@ -63,11 +63,6 @@ CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself
 # (check/gate.py). Cases, compute-sanitizer and process starts fill the GPU's time between timings.
 CLASS_LANES = 4
-# Class grading: the grading processes per submission besides compute-sanitizer's: 2 (one for the cases and
-# the timing, one started with the profiler for the "kernels launched" check, as a learner's check does)
-# or 1 (that check last in the same process, after the timing: CUPTI's start then on the lane's path,
-# but one Python, torch and CUDA context less per grading). COURSE_CLASS_PROCESSES overrides it.
-CLASS_PROCESSES = 2
 # A grading asked to pause for another's timing that has not paused after this many seconds (a kernel
 # running that long without returning: a hang, or a case far too slow) is stopped and graded again at
 # the end with the GPU to itself, instead of holding every timing on its GPU until its time limit.

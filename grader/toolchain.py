@@ -300,6 +300,18 @@ BYTECODE_MODULES = ("torch", "torch.profiler", "torch.autograd.profiler_util", "
                     "grader.check.gate", "grader.bench", "grader.exercises", "jinja2")
 
 
+def torch_bytecode_written() -> bool:
+    """Whether a grading process finds torch's bytecode: in the install, or written under bytecode_prefix()
+    (once per install, by write_bytecode). Where not, grading processes started now would each compile
+    torch's Python afresh (seconds each)."""
+    prefix = bytecode_prefix()
+    if prefix is None:
+        return True
+    torch = torch_dir()
+    return torch is not None and (prefix / os.path.abspath(torch).lstrip(os.sep) /
+                                  f"__init__.{sys.implementation.cache_tag}.pyc").exists()
+
+
 def write_bytecode(root: str | Path | None = None, modules=BYTECODE_MODULES) -> float | None:
     """Compile what a grading process imports (`modules`, the grader from `root`, every exercise's
     module; with the worker among them, what the profiler's first session imports, where there is a

@@ -3,6 +3,7 @@ no bytecode (toolchain.bytecode_prefix; on the course's GPU hosts it took each g
 from 6 to 3 CPU-seconds, and CUPTI's from 6 to 1.3)."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,24 @@ def test_the_bytecode_written_is_what_a_sandboxed_grading_process_reads_and_cann
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"code object from '{compiled}'" in proc.stderr  # read from the cache, not compiled again
     assert "blocked" in proc.stdout and "WROTE" not in proc.stdout
+
+
+def test_a_class_run_waits_for_the_bytecode_only_where_torchs_is_not_written_yet(no_bytecode, tmp_path):
+    """torch's bytecode is written once per install: a class run's grading processes wait for it where it is
+    missing (each would compile torch's Python afresh), and not where it is there (classroom/grade.py)."""
+    import importlib.util
+
+    assert not toolchain.torch_bytecode_written()
+    prefix = toolchain.bytecode_prefix()
+    sys.pycache_prefix = str(prefix)  # where Python itself reads torch's from, with that prefix
+    try:
+        written = Path(importlib.util.cache_from_source(str(no_bytecode / "__init__.py")))
+    finally:
+        sys.pycache_prefix = None
+    written.parent.mkdir(parents=True)
+    written.write_bytes(b"")
+    assert toolchain.torch_bytecode_written()
+    pyc = no_bytecode / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    pyc.parent.mkdir()
+    pyc.write_bytes(b"")  # an install that keeps its own
+    assert toolchain.bytecode_prefix() is None and toolchain.torch_bytecode_written()

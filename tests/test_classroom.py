@@ -148,8 +148,8 @@ def _fake_lane(monkeypatch) -> list:
 
 
 def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_grades(monkeypatch):
-    """Each lane's next grading processes (torch, the CUDA context, CUPTI, compute-sanitizer: seconds)
-    start while it grades the submission before: the first grading starts its own, each later one
+    """Each lane's next grading processes (torch, the CUDA context, compute-sanitizer: seconds) start while
+    it grades the submission before (one grading process per submission, the profiler's check last in it): the first grading starts its own, each later one
     takes those started for it, unless they were started for other options or have ended meanwhile;
     a compute-sanitizer process waits until a grading uses it (not where the verdict was cached)."""
     from grader import exercises
@@ -162,45 +162,45 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck", "racecheck"))
 
     def grading(prep, options):
-        pair, sanitizers = grade._warm_processes(ex, prep, options)
+        warm, sanitizers = grade._warm_processes(ex, prep, options)
         for w in sanitizers.values():
             w.used = True  # (run() takes them: run_worker marks what it used)
-        grade._after_run(prep, options, pair, sanitizers)
-        return pair, sanitizers
+        grade._after_run(prep, options, warm, sanitizers)
+        return warm, sanitizers
 
     assert grading(built, opts) == (None, {})  # the first: its own processes
-    first = started[:3]
-    assert [(w.profiler, w.sanitize) for w in first] == [(False, None), (True, None), (False, "memcheck")]
-    pair, sanitizers = grading(built, opts)  # the next takes them (no racecheck: no shared memory)
-    assert pair == tuple(first[:2]) and sanitizers == {"memcheck": first[2]}
+    first = started[:2]
+    assert [(w.profiler, w.sanitize) for w in first] == [(False, None), (False, "memcheck")]
+    warm, sanitizers = grading(built, opts)  # the next takes them (no racecheck: no shared memory)
+    assert warm == tuple(first[:1]) and sanitizers == {"memcheck": first[1]}
     assert all(w.discarded for w in first) and not any(w.discarded for w in started[3:])
     waiting = grade._NEXT["sanitizers"]["memcheck"]
     # A cached verdict (or a run that was not clean) leaves the compute-sanitizer process for the next.
-    pair, sanitizers = grade._warm_processes(ex, built, opts)
+    warm, sanitizers = grade._warm_processes(ex, built, opts)
     assert sanitizers == {"memcheck": waiting}
-    grade._after_run(built, opts, pair, sanitizers)
+    grade._after_run(built, opts, warm, sanitizers)
     assert grade._NEXT["sanitizers"]["memcheck"] is waiting and not waiting.discarded
     # Started for other options, or ended meanwhile: not used, discarded.
     kept = grade._NEXT
     assert grading(built, RunOptions(runtime_root="/other")) == (None, {})
-    assert all(w.discarded for w in [*kept["pair"], waiting])
+    assert all(w.discarded for w in [*kept["warm"], waiting])
     kept = grade._NEXT
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a Ray worker's next task, on another GPU
     assert grading(built, RunOptions(runtime_root="/other")) == (None, {})
-    assert all(w.discarded for w in kept["pair"])
-    grade._NEXT["pair"][0].code = -9
+    assert all(w.discarded for w in kept["warm"])
+    grade._NEXT["warm"][0].code = -9
     assert grading(built, RunOptions(runtime_root="/other"))[0] is None
     # Nothing to run (it did not build), or a run under compute-sanitizer: what waits keeps waiting.
     kept = grade._NEXT
     assert grading(Prepared(Result(ex.id, "s", "gpu")), opts) == (None, {})
     assert grading(built, RunOptions(runtime_root="/other", sanitize="memcheck")) == (None, {})
-    assert grade._NEXT is kept and not any(w.discarded for w in kept["pair"])
+    assert grade._NEXT is kept and not any(w.discarded for w in kept["warm"])
     grade._discard_next()
-    assert grade._NEXT == {} and all(w.discarded for w in kept["pair"])
+    assert grade._NEXT == {} and all(w.discarded for w in kept["warm"])
 
 
 def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch):
-    """prime_lane (as the slot process starts) starts the pair and a memcheck process for the lane's
+    """prime_lane (as the slot process starts) starts the grading process and a memcheck one for the lane's
     first submission, which takes them; primed again, it starts nothing more."""
     from grader import exercises
     from grader.check import Prepared, Result, RunOptions
@@ -212,13 +212,13 @@ def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch
     opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck",))
     grade.prime_lane(opts)
     grade.prime_lane(opts)
-    assert [(w.profiler, w.sanitize) for w in started] == [(False, None), (True, None), (False, "memcheck")]
-    pair, sanitizers = grade._warm_processes(ex, built, opts)
-    assert pair == tuple(started[:2]) and sanitizers == {"memcheck": started[2]}
+    assert [(w.profiler, w.sanitize) for w in started] == [(False, None), (False, "memcheck")]
+    warm, sanitizers = grade._warm_processes(ex, built, opts)
+    assert warm == tuple(started[:1]) and sanitizers == {"memcheck": started[1]}
     grade._discard_next()
     monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: False)
     grade.prime_lane(opts)
-    assert grade._NEXT == {} and len(started) == 5  # (no GPU here: nothing started)
+    assert grade._NEXT == {} and len(started) == 3  # (no GPU here: nothing started)
 
 
 def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
@@ -228,17 +228,12 @@ def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
     from grader.check import Prepared, Result, RunOptions
     from grader.classroom import grade
 
-    started = []
+    tried = []
 
     class Warm:
         def __init__(self, opts, profiler=False, sanitize=None):
-            if profiler or sanitize:
-                raise OSError("Resource temporarily unavailable")
-            self.discarded = False
-            started.append(self)
-
-        def discard(self):
-            self.discarded = True
+            tried.append(sanitize)
+            raise OSError("Resource temporarily unavailable")
 
     monkeypatch.setattr(grade, "WarmWorker", Warm)
     monkeypatch.setattr(grade, "_NEXT", {})
@@ -247,11 +242,11 @@ def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
     built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
     opts = RunOptions(runtime_root="/rt", sanitizers=("memcheck",))
     for _ in range(2):
-        pair, sanitizers = grade._warm_processes(ex, built, opts)
-        assert (pair, sanitizers) == (None, {})
-        grade._after_run(built, opts, pair, sanitizers)
-    assert started and all(w.discarded for w in started)  # the first of each pair, stopped at once
-    assert grade._NEXT == {"key": grade._warm_key(opts), "pair": None, "sanitizers": {}}
+        warm, sanitizers = grade._warm_processes(ex, built, opts)
+        assert (warm, sanitizers) == (None, {})
+        grade._after_run(built, opts, warm, sanitizers)
+    assert tried.count(None) == 2 and tried.count("memcheck") == 2  # each tried once per grading
+    assert grade._NEXT == {"key": grade._warm_key(opts), "warm": None, "sanitizers": {}}
 
 
 def test_a_grading_process_left_running_after_a_class_run_is_stopped():

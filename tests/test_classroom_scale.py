@@ -478,21 +478,20 @@ def test_a_built_submission_travels_to_a_ray_task_whole(tmp_path):
 
 
 def test_a_class_runs_binding_is_built_ahead_from_the_solution(tmp_path, monkeypatch):
-    """As a class run starts, a preparation process compiles each exercise's binding from its solution: the
+    """As a class run starts, a thread of its process compiles each exercise's binding from its solution: the
     submissions' links use that object (the first ones waited 9-12 s for it under its lock at 9ecf890)."""
     from grader import exercises
     from grader.build import build_checked, compile_cubin
     from grader.classroom import grade
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(grade, "_below_the_gradings", lambda: None)  # (this test process is not a pool's)
     ex = exercises.get(EXERCISE)
     monkeypatch.setattr(toolchain, "has_gpu", lambda: False)
-    grade._prebuild_job((ex.id, str(ex.solution_path)))
+    grade._prebuild_binding(ex.id, str(ex.solution_path))
     assert not (tmp_path / "cache" / "ext" / "bindings").exists()  # compile-only: nothing is linked there
     monkeypatch.setattr(toolchain, "has_gpu", lambda: True)
     monkeypatch.setattr(toolchain, "arch", lambda: toolchain.DEFAULT_ARCH)  # (no GPU to ask here)
-    grade._prebuild_job((ex.id, str(ex.solution_path)))
+    grade._prebuild_binding(ex.id, str(ex.solution_path))
     (obj,) = (tmp_path / "cache" / "ext" / "bindings").glob("*/main.o")
     made = obj.stat().st_mtime_ns
     # a student's file: the solution's entry points, a kernel of their own

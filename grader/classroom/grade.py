@@ -74,18 +74,30 @@ def _prepare_job(args):
 _NICED = []
 
 
-def _prebuild_job(args) -> None:
-    """An exercise's binding object compiled from its solution (build.prebuild_binding) in a preparation
-    process as the run starts, where the submissions will be linked (a GPU: compile-only runs link none)."""
-    ex_id, path = args
-    try:
-        if toolchain.has_gpu():
-            from ..build import prebuild_binding
+def _prebuild_binding(ex_id: str, path: str) -> None:
+    """An exercise's binding object compiled from its solution (build.prebuild_binding) as the run starts,
+    where the submissions will be linked (a GPU: compile-only runs link none)."""
+    if toolchain.has_gpu():
+        from ..build import prebuild_binding
 
-            ex = _exercises.get(ex_id)
-            prebuild_binding(ex.graded_source(path), ex.build_name)
-    finally:
-        _below_the_gradings()
+        ex = _exercises.get(ex_id)
+        prebuild_binding(ex.graded_source(path), ex.build_name)
+
+
+def _bindings_ahead(exs, echo) -> cf.ThreadPoolExecutor | None:
+    """Each exercise's binding (what every submission with the solution's entry points links in), compiled
+    from its solution in a thread of this process, started right after the warm-up build: beside the
+    grading processes' bytecode, the GPUs' calibration and the first submissions' checks, not after a
+    preparation process's start (at 184c828, as the first job of the pool, the first submission of a
+    class of 84 was ready 11-14 s into the GPU phase, 9 s of it the first links waiting for it)."""
+    if not toolchain.gpu_present():
+        return None
+    ahead = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="binding")
+    for ex in exs:
+        if ex.learner_file != "python" and ex.solution_path.is_file():
+            fut = ahead.submit(_prebuild_binding, ex.id, str(ex.solution_path))
+            fut.add_done_callback(functools.partial(_said_if_failed, echo, ex.id))
+    return ahead
 
 
 def _said_if_failed(echo, ex_id: str, fut) -> None:
@@ -114,6 +126,12 @@ def _preparation_process() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", env["OMP_NUM_THREADS"])
     if "PYTHONPYCACHEPREFIX" in env:
         sys.pycache_prefix = env["PYTHONPYCACHEPREFIX"]
+
+
+def _said_bytecode(echo, wrote: list) -> None:
+    if wrote and wrote[0] is not None:
+        echo(f"the grading processes' Python bytecode (this install keeps none): {toolchain.bytecode_prefix()}, "
+             f"{wrote[0]:.0f} s")
 
 
 def _runtime_copy(work: Path) -> str:
@@ -155,11 +173,17 @@ def calibrate_all(runtime: str, exercise_ids: list[str]) -> dict:
     return _calibrate(runtime, exercise_ids)
 
 
-# This lane's grading processes for its next submission, started while it grades the one before:
-# Python, torch, the CUDA context and CUPTI's start cost every grading seconds of its lane otherwise
-# (the class benchmark at 95a43a0: 3.5 s of process start, 3.8 s of profiler and 2.2 s of memcheck
-# per grading). "key": the options they were started for; "pair": pipeline.run's `warm`;
+# This lane's grading process for its next submission, started while it grades the one before: Python,
+# torch and the CUDA context cost every grading seconds of its lane otherwise (the class benchmark at
+# 95a43a0: 3.5 s of process start per grading). One process per submission (besides compute-sanitizer's):
+# the "kernels launched" check runs last in it, after the timing, where CUPTI's start can slow nothing
+# timed. (A learner's check starts a second one with the profiler started, for its latency; here that
+# second Python, torch and CUDA context per grading cost more than they saved: at af51a64, 84 x day02 on
+# 2 H100s, 89 s of GPU phase with two processes, 76 s with one, 133 s either way on one GPU; the lanes'
+# seconds 540 -> 455 on 2 GPUs (467 and 458 on one); 15.5 -> 11.1 busy CPU-seconds per submission. A
+# context's start and teardown serialise in the driver with the other GPUs' work.) "key": the options it was started for; "warm": pipeline.run's `warm`;
 # "sanitizers": {tool: WarmWorker(sanitize=tool)}, each waiting until a grading uses it.
+GRADING_PROCESSES = 1  # per submission (the class benchmark's runs record it)
 _NEXT: dict = {}
 
 
@@ -175,7 +199,7 @@ def _alive(w) -> bool:
 
 def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None, dict]:
     """(pipeline.run's `warm`, its `warm_sanitizers`): the processes started for this lane's next
-    submission, where this one can use them (a new pair is started for the next one now);
+    submission, where this one can use them (a new one is started for the next one now);
     (None, {}) to start its own."""
     global _NEXT
     if ex.learner_file == "python" or not prep.module_dir or prep.cpu_only or opts.sanitize \
@@ -188,13 +212,13 @@ def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None,
     key = _warm_key(opts)
     if _NEXT.get("key") != key:  # (started for other options)
         _discard_next()
-    pair, sanitizers = _NEXT.get("pair"), _NEXT.get("sanitizers", {})
-    _NEXT = {"key": key, "pair": _start_pair(opts), "sanitizers": {}}
-    if pair is not None and not all(_alive(w) for w in pair):  # one has ended meanwhile
-        _discard(pair)
-        pair = None
+    warm, sanitizers = _NEXT.get("warm"), _NEXT.get("sanitizers", {})
+    _NEXT = {"key": key, "warm": _start_warm(opts), "sanitizers": {}}
+    if warm is not None and not all(_alive(w) for w in warm):  # it has ended meanwhile
+        _discard(warm)
+        warm = None
     _discard([w for w in sanitizers.values() if not _alive(w)])
-    return pair, {tool: w for tool, w in sanitizers.items() if _alive(w)}
+    return warm, {tool: w for tool, w in sanitizers.items() if _alive(w)}
 
 
 def prime_lane(opts: RunOptions) -> None:
@@ -208,17 +232,17 @@ def prime_lane(opts: RunOptions) -> None:
     import multiprocessing.util
 
     multiprocessing.util.Finalize(None, _discard_next, exitpriority=10)
-    _NEXT = {"key": _warm_key(opts), "pair": _start_pair(opts), "sanitizers": {}}
+    _NEXT = {"key": _warm_key(opts), "warm": _start_warm(opts), "sanitizers": {}}
     if "memcheck" in opts.sanitizers:
         w = _started(opts, sanitize="memcheck")
         if w is not None:
             _NEXT["sanitizers"]["memcheck"] = w
 
 
-def _after_run(prep: Prepared, opts: RunOptions, pair, sanitizers: dict) -> None:
-    """The pair is spent. A compute-sanitizer process that was not used waits for the next submission;
+def _after_run(prep: Prepared, opts: RunOptions, warm, sanitizers: dict) -> None:
+    """The grading process is spent. A compute-sanitizer process that was not used waits for the next submission;
     one that was is started again for it (the tools this one needed)."""
-    _discard(pair or ())
+    _discard(warm or ())
     waiting = _NEXT.get("sanitizers")
     if waiting is None:  # (no processes kept for this lane)
         _discard(sanitizers.values())
@@ -235,23 +259,11 @@ def _after_run(prep: Prepared, opts: RunOptions, pair, sanitizers: dict) -> None
                 waiting[tool] = w
 
 
-def class_processes() -> int:
-    """Grading processes per submission in class grading (config.CLASS_PROCESSES, or COURSE_CLASS_PROCESSES)."""
-    return int(os.environ.get("COURSE_CLASS_PROCESSES") or config.CLASS_PROCESSES)
-
-
-def _start_pair(opts: RunOptions) -> tuple | None:
-    """pipeline.run's `warm` for a lane's next submission, or None where either could not start (the
-    first of a pair whose second failed is stopped). With one process per grading (class_processes()):
-    that one alone."""
-    if class_processes() == 1:
-        one = _started(opts, profiler=False)
-        return (one,) if one is not None else None
-    first = _started(opts, profiler=False)
-    second = _started(opts, profiler=True) if first is not None else None
-    if first is not None and second is None:
-        first.discard()
-    return (first, second) if second is not None else None
+def _start_warm(opts: RunOptions) -> tuple | None:
+    """pipeline.run's `warm` for a lane's next submission (its one grading process), or None where it
+    could not start."""
+    one = _started(opts)
+    return (one,) if one is not None else None
 
 
 def _started(opts: RunOptions, **kind):
@@ -269,7 +281,7 @@ def _discard(workers) -> None:
 
 def _discard_next() -> None:
     global _NEXT
-    _discard(_NEXT.get("pair") or ())
+    _discard(_NEXT.get("warm") or ())
     _discard(_NEXT.get("sanitizers", {}).values())
     _NEXT = {}
 
@@ -429,18 +441,22 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
            session, run_file, t0, lanes) -> int:
     t_build = time.perf_counter()
     runtime = _runtime_copy(out / ".work")
-    # the grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the first build
+    # The grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the
+    # first build. Where torch's is there already (written once per install), nothing waits for the rest
+    # (the grader's copy for this run: its processes compile what they import meanwhile).
     wrote: list = []
+    torch_compiled = toolchain.torch_bytecode_written()
     bytecode = threading.Thread(target=lambda: wrote.append(toolchain.write_bytecode(runtime)), daemon=True)
     bytecode.start()
+    ahead = None
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..build import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
-    bytecode.join()
-    if wrote and wrote[0] is not None:
-        echo(f"the grading processes' Python bytecode (this install keeps none): {toolchain.bytecode_prefix()}, "
-             f"{wrote[0]:.0f} s")
+        ahead = _bindings_ahead({ex.id: ex for _, ex, _, _ in todo}.values(), echo)
+    if not torch_compiled:
+        bytecode.join()
+        _said_bytecode(echo, wrote)
     jobs = jobs or max(1, toolchain.usable_cpus() // 2)
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
@@ -471,10 +487,6 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         def finished(_):  # when the last one was ready (not when a lane took it)
             prepared_at["s"] = max(prepared_at["s"], time.perf_counter() - t_build)
 
-        for ex in {ex.id: ex for _, ex, _, _ in todo}.values() if toolchain.gpu_present() else ():
-            if ex.learner_file != "python" and ex.solution_path.is_file():  # (first in the pool: first to run)
-                ahead = pool.submit(_prebuild_job, (ex.id, str(ex.solution_path)))
-                ahead.add_done_callback(functools.partial(_said_if_failed, echo, ex.id))
         futures = {pool.submit(_prepare_job, (ex.id, str(p) if p else None, d)): (student, ex, p, d)
                    for student, ex, p, d in todo}
         for fut in futures:
@@ -515,6 +527,11 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     build_s = prepared_at["s"]
     counts["errors"] = unprepared + stats.get("errors", [])
     run_s = time.perf_counter() - t_run
+    if torch_compiled:  # (done long since: it ran beside the first builds)
+        bytecode.join()
+        _said_bytecode(echo, wrote)
+    if ahead is not None:
+        ahead.shutdown(wait=True)
     rows = write_reports(out, exs)
     total = time.perf_counter() - t0
     per_gpu = stats.get("per_gpu", {})
