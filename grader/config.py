@@ -67,6 +67,9 @@ CLASS_LANES = 4
 # running that long without returning: a hang, or a case far too slow) is stopped and graded again at
 # the end with the GPU to itself, instead of holding every timing on its GPU until its time limit.
 GATE_PAUSE_LIMIT_S = 10.0
+# ... unless it is inside a call of the learner's code that RUN_LIMIT_S stops within this many seconds: a
+# call begun just after the pause was asked, judged by its run limit as with no neighbour (supervise.overdue_pause).
+PAUSE_RACE_S = 1.0
 # A grading process stopped (a hang, a time or memory limit) is waited for this long at most until it and
 # every process under it (bwrap's sandboxed worker, compute-sanitizer's target) have exited and let go of
 # the GPU (supervise.stop_tree); its lane and its GPU's gate wait meanwhile.

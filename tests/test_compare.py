@@ -1,6 +1,10 @@
+import pytest
 import torch
 
 from grader.check.compare import compare, unchanged
+
+# The chunked comparisons on the tensors the grading processes compare: CUDA ones, where there is a GPU.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"))]
 
 
 def test_exact_match_and_tolerance():
@@ -52,7 +56,8 @@ def _whole(got, expected, rtol, atol, show=5):
     return int(bad.sum()), int((torch.isnan(g) & ~torch.isnan(e)).sum()), max_err, examples
 
 
-def test_chunks_give_what_the_whole_tensors_give(monkeypatch):
+@pytest.mark.parametrize("device", DEVICES)
+def test_chunks_give_what_the_whole_tensors_give(monkeypatch, device):
     # The fp64 temporaries of one chunk at a time (a 16384 x 8192 output took ~7 GB whole): the counts, the
     # largest error and the first differing elements (in order, across chunks) are those of the whole.
     from grader.check import compare as compare_module
@@ -62,11 +67,11 @@ def test_chunks_give_what_the_whole_tensors_give(monkeypatch):
         monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", chunk)
         for shape, dtype in (((5, 37), torch.float16), ((3, 4, 29), torch.bfloat16), ((211,), torch.float32),
                              ((1, 1), torch.float16), ((), torch.float32), ((0, 8), torch.float16)):
-            expected = torch.randn(shape, generator=gen).to(dtype)
+            expected = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
             got = expected.clone()
             if got.numel() > 2:
                 flat = got.view(-1)
-                pick = torch.randperm(flat.numel(), generator=gen)[:max(1, flat.numel() // 6)]
+                pick = torch.randperm(flat.numel(), generator=gen)[:max(1, flat.numel() // 6)].to(device)
                 flat[pick[0::3]] += 0.5
                 flat[pick[1::3]] = float("nan")
                 flat[pick[2::3]] = float("inf")
@@ -78,19 +83,41 @@ def test_chunks_give_what_the_whole_tensors_give(monkeypatch):
                 assert c.max_abs_err == max_err and c.total == expected.numel() and c.ok == (mismatches == 0)
 
 
-def test_a_modified_input_is_found_in_any_chunk(monkeypatch):
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_modified_input_is_found_in_any_chunk(monkeypatch, device):
     from grader.check import compare as compare_module
 
     monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 5)
-    x = torch.arange(24.0).reshape(2, 3, 4)
+    x = torch.arange(24.0, device=device).reshape(2, 3, 4)
     assert unchanged("x", x, x.clone()) is None
     y = x.clone()
     y[1, 2, 1] = float("nan")
     y[1, 2, 3] = -1
     assert unchanged("x", x, y) == "input 'x' was modified: 2 elements changed, first at [1, 2, 1]"
-    n = torch.full((7,), float("nan"))
+    n = torch.full((7,), float("nan"), device=device)
     assert unchanged("n", n, n.clone()) is None  # NaN stays NaN: unchanged
-    i = torch.arange(12, dtype=torch.int32)
+    i = torch.arange(12, dtype=torch.int32, device=device)
     j = i.clone()
     j[11] = 0
     assert unchanged("i", i, j) == "input 'i' was modified: 1 elements changed, first at [11]"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_an_output_of_several_real_chunks_on_the_gpu():
+    """At the real CHUNK_ELEMENTS, on the GPU: differences at the chunks' edges are counted and shown in
+    order as on the whole tensors; an input changed in its last chunk is found."""
+    from grader.check.compare import CHUNK_ELEMENTS
+
+    expected = torch.randn(5000, 8192, device="cuda", dtype=torch.float16)  # 41M elements: 3 chunks
+    got = expected.clone()
+    flat = got.view(-1)
+    for i in (CHUNK_ELEMENTS - 1, CHUNK_ELEMENTS, 2 * CHUNK_ELEMENTS + 5, flat.numel() - 1):
+        flat[i] += 1.0
+    flat[CHUNK_ELEMENTS + 7] = float("nan")
+    c = compare("out", got, expected, 1e-3, 1e-3)
+    mismatches, unwritten, max_err, examples = _whole(got, expected, 1e-3, 1e-3)
+    assert (c.mismatches, c.unwritten, c.examples) == (mismatches, unwritten, examples) == (5, 1, c.examples)
+    assert c.max_abs_err == max_err
+    before = expected.clone()
+    expected.view(-1)[-1] = 0.5 if float(before.view(-1)[-1]) != 0.5 else 0.25
+    assert unchanged("x", before, expected) == "input 'x' was modified: 1 elements changed, first at [4999, 8191]"

@@ -377,3 +377,25 @@ def test_a_call_past_the_run_limit_right_after_a_neighbour_was_stopped_is_conten
     assert prep.contended == neighbour_stopped
     assert "from one call of your code" in prep.result.failures[0].detail
     assert Supervised(gate, tmp_path / "a").others_stopped_since(time.time() - 30)  # it said it was stopped
+
+
+def test_a_call_that_began_just_after_the_pause_was_asked_is_left_to_its_run_limit():
+    """A grading that has not paused in time is stopped (and graded again alone), unless it is inside a call of
+    the learner's code that its run limit ends within config.PAUSE_RACE_S: that call began right after the
+    pause was asked, and the run limit judges it as a hang, as with no neighbour on its GPU."""
+    from grader import config
+    from grader.check.supervise import overdue_pause
+
+    class Asked:  # a pause unanswered for `waited` seconds
+        def __init__(self, waited):
+            self.waited = waited
+
+        def unresponsive(self, limit_s):
+            return self.waited > limit_s
+
+    late, limit = Asked(config.GATE_PAUSE_LIMIT_S + 0.01), config.RUN_LIMIT_S
+    assert not overdue_pause(Asked(1.0), 0.0, limit)  # not overdue yet
+    assert overdue_pause(late, 0.0, limit)  # between calls: its own work does not end
+    assert overdue_pause(late, limit - config.PAUSE_RACE_S - 0.5, limit)  # its run limit is far
+    assert not overdue_pause(late, limit - config.PAUSE_RACE_S / 2, limit)  # its run limit is near: that decides
+    assert overdue_pause(late, limit - config.PAUSE_RACE_S / 2, None)  # (no run limit: the pause limit decides)

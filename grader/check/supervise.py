@@ -246,6 +246,19 @@ class WarmWorker:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def overdue_pause(gate: Supervised, in_call: float, run_limit: float | None) -> bool:
+    """Whether a grading is to be stopped for not pausing: a pause asked of it unanswered for
+    config.GATE_PAUSE_LIMIT_S (class grading then grades it again with the GPU alone). Not while it is in
+    a call of the learner's code that its own run limit ends within config.PAUSE_RACE_S: that call began
+    right after the pause was asked, in the same stretch of GPU work (the inputs made, then the call), and
+    the run limit stops it as a hang, the verdict it gets with no neighbour (at b14134c, 3 of the 8 hang
+    mutants of 168 on 2 GPUs were stopped 0.1-1 s before their run limit for not pausing, and each was run
+    again alone: 11 s more with its GPU to itself, its 3 neighbours paused; on 1 GPU none of 8)."""
+    if not gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
+        return False
+    return not (run_limit and in_call > 0 and run_limit - in_call <= config.PAUSE_RACE_S)
+
+
 def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | None = None,
                warm: WarmWorker | None = None, part: str = "all") -> bool:
     """Run the worker on a prepared submission, adding what it reports to `result`
@@ -311,7 +324,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                         # twice in 168 gradings, a call right after a hang's stop on its GPU ran past the limit)
                         if gate is not None and not prep.contended:
                             prep.contended = gate.others_stopped_since(time.time() - in_call - run_limit)
-                    elif gate is not None and gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
+                    elif gate is not None and overdue_pause(gate, in_call, run_limit):
                         timed_out = unpaused = True  # (graded again with the GPU alone: classroom)
                     elif opts.memory_limit_gb and time.monotonic() > next_rss:
                         next_rss = time.monotonic() + 0.25
