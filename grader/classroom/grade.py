@@ -90,14 +90,18 @@ def _bindings_ahead(exs, echo) -> cf.ThreadPoolExecutor | None:
     grading processes' bytecode, the GPUs' calibration and the first submissions' checks, not after a
     preparation process's start (at 184c828, as the first job of the pool, the first submission of a
     class of 84 was ready 11-14 s into the GPU phase, 9 s of it the first links waiting for it)."""
-    if not toolchain.gpu_present():
+    todo = [ex for ex in exs if ex.learner_file != "python" and ex.solution_path.is_file()]
+    if not toolchain.gpu_present() or not todo:
         return None
-    ahead = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="binding")
-    for ex in exs:
-        if ex.learner_file != "python" and ex.solution_path.is_file():
-            fut = ahead.submit(_prebuild_binding, ex.id, str(ex.solution_path))
-            fut.add_done_callback(functools.partial(_said_if_failed, echo, ex.id))
+    # (each a g++ process of its own, 8 s on an idle core: a run of every exercise makes BINDINGS_AHEAD at a time)
+    ahead = cf.ThreadPoolExecutor(max_workers=min(BINDINGS_AHEAD, len(todo)), thread_name_prefix="binding")
+    for ex in todo:
+        fut = ahead.submit(_prebuild_binding, ex.id, str(ex.solution_path))
+        fut.add_done_callback(functools.partial(_said_if_failed, echo, ex.id))
     return ahead
+
+
+BINDINGS_AHEAD = 4
 
 
 def _said_if_failed(echo, ex_id: str, fut) -> None:
