@@ -185,8 +185,9 @@ def calibrate_all(runtime: str, exercise_ids: list[str]) -> dict:
 # second Python, torch and CUDA context per grading cost more than they saved: at af51a64, 84 x day02 on
 # 2 H100s, 89 s of GPU phase with two processes, 76 s with one, 133 s either way on one GPU; the lanes'
 # seconds 540 -> 455 on 2 GPUs (467 and 458 on one); 15.5 -> 11.1 busy CPU-seconds per submission. A
-# context's start and teardown serialise in the driver with the other GPUs' work.) "key": the options it was started for; "warm": pipeline.run's `warm`;
-# "sanitizers": {tool: WarmWorker(sanitize=tool)}, each waiting until a grading uses it.
+# context's start and teardown serialise in the driver with the other GPUs' work.) "key": the options it
+# was started for; "warm": pipeline.run's `warm`; "sanitizers": {tool: WarmWorker(sanitize=tool)}, each
+# waiting until a grading uses it.
 GRADING_PROCESSES = 1  # per submission (the class benchmark's runs record it)
 _NEXT: dict = {}
 

@@ -1076,7 +1076,8 @@ def class_report(out: str | Path) -> str:
                          f"; **copies graded unlike**: {', '.join(unlike[:4])}")
             procs = r.get("processes")  # (grading processes per submission; runs before 2026-11-28: 2)
             md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)}"
-                      + (f" x {procs} process{'es' if procs > 1 else ''}" if procs else "") + f" | {r['environment']['date']}, "
+                      + (f" x {procs} process{'es' if procs > 1 else ''}" if procs else "")
+                      + f" | {r['environment']['date']}, "
                       f"{r['environment'].get('commit', '?')} | "
                       f"{r['seconds']:.0f} s | {r['timing']['prepare_s']:.0f} s | {r['timing']['run_s']:.0f} s | "
                       f"{_rate(r):.1f} s | "
