@@ -312,9 +312,9 @@ def torch_bytecode_written() -> bool:
                                   f"__init__.{sys.implementation.cache_tag}.pyc").exists()
 
 
-def write_bytecode(root: str | Path | None = None, modules=BYTECODE_MODULES) -> float | None:
+def write_bytecode(root: str | Path | None = None, modules=BYTECODE_MODULES, gpu: bool = True) -> float | None:
     """Compile what a grading process imports (`modules`, the grader from `root`, every exercise's
-    module; with the worker among them, what the profiler's first session imports, where there is a
+    module; with the worker among them and `gpu`, what the profiler's first session imports, where there is a
     GPU: most of CUPTI's start in a grading process was compiling those) into bytecode_prefix(), once per install
     (Python rewrites only what changed): seconds taken, or None where nothing is needed. One writer
     at a time; a failure leaves things as before."""
@@ -328,7 +328,8 @@ def write_bytecode(root: str | Path | None = None, modules=BYTECODE_MODULES) -> 
     prefix.mkdir(parents=True, exist_ok=True)
     code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules) + \
         "if 'grader.exercises' in sys.modules:\n    sys.modules['grader.exercises'].all_exercises()\n" + \
-        "if 'grader.check.worker' in sys.modules:\n    sys.modules['grader.check.worker'].warm_up(profiler=True)\n"
+        ("if 'grader.check.worker' in sys.modules:\n    sys.modules['grader.check.worker'].warm_up(profiler=True)\n"
+         if gpu else "")
     env = {k: v for k, v in grading_env(root).items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(prefix)
     with open(cache_dir() / "bytecode.lock", "w") as lock:

@@ -86,3 +86,14 @@ def test_a_class_run_waits_for_the_bytecode_only_where_torchs_is_not_written_yet
     pyc.parent.mkdir()
     pyc.write_bytes(b"")  # an install that keeps its own
     assert toolchain.bytecode_prefix() is None and toolchain.torch_bytecode_written()
+
+
+def test_the_bytecode_written_beside_a_class_runs_start_touches_no_gpu(no_bytecode, monkeypatch):
+    """With gpu=False (torch's bytecode, the profiler's with it, written before) the writer imports the
+    modules and starts no CUDA context or profiler: it runs beside the GPUs' calibration."""
+    ran = []
+    monkeypatch.setattr(toolchain.subprocess, "run", lambda argv, **kw: ran.append(argv[-1]))
+    toolchain.write_bytecode(toolchain.ROOT, gpu=False)
+    toolchain.write_bytecode(toolchain.ROOT)
+    assert "import_module('grader.check.worker')" in ran[0] and "warm_up" not in ran[0]
+    assert "warm_up(profiler=True)" in ran[1]

@@ -447,11 +447,13 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     t_build = time.perf_counter()
     runtime = _runtime_copy(out / ".work")
     # The grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the
-    # first build. Where torch's is there already (written once per install), nothing waits for the rest
-    # (the grader's copy for this run: its processes compile what they import meanwhile).
+    # first build. Where torch's is there already (written once per install, the profiler's modules with
+    # it), nothing waits for the rest (the grader's copy for this run: its processes compile what they import
+    # meanwhile), and it touches no GPU (a CUDA context beside the calibration's timing).
     wrote: list = []
     torch_compiled = toolchain.torch_bytecode_written()
-    bytecode = threading.Thread(target=lambda: wrote.append(toolchain.write_bytecode(runtime)), daemon=True)
+    bytecode = threading.Thread(target=lambda: wrote.append(toolchain.write_bytecode(runtime, gpu=not torch_compiled)),
+                                daemon=True)
     bytecode.start()
     ahead = None
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
