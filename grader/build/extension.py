@@ -195,15 +195,11 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     exports, kernels = _entry_points(sources, what)
 
     t_start = time.perf_counter()  # hashing + loading or building, what a cached "build" costs
-    toolchain.cuda_home()
-    arch = target_arch(sources, toolchain.arch())  # '9.0a' when a file is named *_sm90a.cu
-    features = toolchain.load_inline_features()
-    binding = generate_binding(exports)
+    binding, arch, features, import_name = _binding_for(sources, exports, name)
     module_name = _module_name(name, cache_key(sources, binding, arch, features, flags))
     if module_name in _loaded:
         return _loaded[module_name]
     build_dir = toolchain.cache_dir() / "ext" / module_name
-    import_name = _module_name(name, "b" + binding_key(binding, arch, features))
     own_binding = load and _imported.get(import_name, build_dir) != build_dir
     if own_binding:
         # This process has imported another build of this binding (a notebook rebuilding an edited
@@ -255,16 +251,12 @@ def build_checked(source, host_object: str | Path | None, name: str, quiet: bool
     exports, kernels = _entry_points([source], source.path)
     host_object = host_object or compile_cubin(source, host_object=True).host_object
     t_start = time.perf_counter()
-    toolchain.cuda_home()
-    arch = target_arch([source], toolchain.arch())
-    features = toolchain.load_inline_features()
-    binding = generate_binding(exports)
+    binding, arch, features, import_name = _binding_for([source], exports, name)
     digest = hashlib.sha256(Path(host_object).read_bytes()).hexdigest()
     key = content_hash([], ["linked from a checked object", digest, binding, BINDING_VERSION, arch, str(features),
                             str(toolchain.INCLUDE)])
     module_name = _module_name(name, key)
     build_dir = toolchain.cache_dir() / "ext" / module_name
-    import_name = _module_name(name, "b" + binding_key(binding, arch, features))
     library = build_dir / f"{import_name}.so"
     with _module_lock(build_dir):
         if library.exists():
@@ -281,13 +273,20 @@ def prebuild_binding(source, name: str) -> Path:
     later ones 0.7 s, and the first submission was ready 14-18 s into the run)."""
     source = _as_sources([source])[0]
     exports, _ = _entry_points([source], source.path)
-    toolchain.cuda_home()
-    arch = target_arch([source], toolchain.arch())
-    features = toolchain.load_inline_features()
-    binding = generate_binding(exports)
-    import_name = _module_name(name, "b" + binding_key(binding, arch, features))
+    binding, arch, features, import_name = _binding_for([source], exports, name)
     torch_include, use_pch = _torch_pch(features)
     return _binding_object(binding, import_name, arch, features, torch_include, use_pch, source.path, [source])
+
+
+def _binding_for(sources, exports, name: str) -> tuple[str, str, dict, str]:
+    """What build, build_checked and prebuild_binding start from: the binding generated for `exports`, the
+    target arch ('9.0a' when a file is named *_sm90a.cu), load_inline's features, and the import name the
+    binding's object is cached under (binding_key)."""
+    toolchain.cuda_home()
+    arch = target_arch(sources, toolchain.arch())
+    features = toolchain.load_inline_features()
+    binding = generate_binding(exports)
+    return binding, arch, features, _module_name(name, "b" + binding_key(binding, arch, features))
 
 
 def _torch_pch(features: dict) -> tuple[Path, bool]:

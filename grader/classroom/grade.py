@@ -86,12 +86,12 @@ def _prebuild_binding(ex_id: str, path: str) -> None:
 
 def _bindings_ahead(exs, echo) -> cf.ThreadPoolExecutor | None:
     """Each exercise's binding (what every submission with the solution's entry points links in), compiled
-    from its solution in a thread of this process, started right after the warm-up build: beside the
-    grading processes' bytecode, the GPUs' calibration and the first submissions' checks, not after a
-    preparation process's start (at 184c828, as the first job of the pool, the first submission of a
-    class of 84 was ready 11-14 s into the GPU phase, 9 s of it the first links waiting for it)."""
+    from its solution in threads of this process (a run with a GPU: the caller's), started right after the
+    warm-up build: beside the grading processes' bytecode, the GPUs' calibration and the first submissions'
+    checks, not after a preparation process's start (at 184c828, as the first job of the pool, the first
+    submission of a class of 84 was ready 11-14 s into the GPU phase, 9 s of it the first links waiting)."""
     todo = [ex for ex in exs if ex.learner_file != "python" and ex.solution_path.is_file()]
-    if not toolchain.gpu_present() or not todo:
+    if not todo:
         return None
     # (each a g++ process of its own, 8 s on an idle core: a run of every exercise makes BINDINGS_AHEAD at a time)
     ahead = cf.ThreadPoolExecutor(max_workers=min(BINDINGS_AHEAD, len(todo)), thread_name_prefix="binding")
