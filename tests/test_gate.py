@@ -343,13 +343,15 @@ def test_a_grading_sees_when_another_on_its_gpu_was_stopped_inside_its_work(tmp_
 STUCK_WORKER = "import os, time\nopen('{calling}', 'w').write(repr(time.time()))\ntime.sleep(60)\n"
 
 
-@pytest.mark.parametrize("neighbour_stopped", [False, True])
-def test_a_call_past_the_run_limit_right_after_a_neighbour_was_stopped_is_contended(tmp_path, monkeypatch,
-                                                                                      neighbour_stopped):
+@pytest.mark.parametrize("neighbour_stopped", ["no", "before the call", "during the call"])
+def test_a_call_past_the_run_limit_while_a_neighbour_was_stopped_is_contended(tmp_path, monkeypatch,
+                                                                              neighbour_stopped):
     """supervise.run_worker: a call past the run limit is a hang (stopped there); it is no verdict where
-    another grading on its GPU was stopped inside its work since shortly before the call began (at
-    78d8db0 a grading right after a hang's stop on its GPU lost its later checks so)."""
+    another grading on its GPU was stopped inside its work while the call ran (at 78d8db0 a grading right
+    after a hang's stop on its GPU lost its later checks so). A stop said before the call began is over
+    (at b23a2d9 hang mutants were graded twice for a neighbour's hang stopped 1-9 s before their call)."""
     import sys
+    import threading
 
     from grader.check import Prepared, Result, RunOptions, supervise
     from grader.exercises import get
@@ -359,22 +361,25 @@ def test_a_call_past_the_run_limit_right_after_a_neighbour_was_stopped_is_conten
     neighbour = tmp_path / "n"
     neighbour.mkdir()
     other = Supervised(gate, neighbour)
-    if neighbour_stopped:
+    if neighbour_stopped == "before the call":
         other.stopping()
-    other.close()
+        time.sleep(0.05)
+    elif neighbour_stopped == "during the call":
+        threading.Timer(0.3, other.stopping).start()
 
     def stuck(argv, env, scratch, **kw):  # the grading process: inside one call of its code, for ever
         code = STUCK_WORKER.format(calling=os.path.join(scratch, CALLING))
         return [sys.executable, "-c", code], env
 
     monkeypatch.setattr(supervise, "isolate", stuck)
-    monkeypatch.setattr(supervise, "run_limit_s", lambda ex, opts: 0.5)
+    monkeypatch.setattr(supervise, "run_limit_s", lambda ex, opts: 1.0)
     ex = get("day01.scale_add")
     prep = Prepared(Result(ex.id, "x.cu", "gpu"), module_dir=str(tmp_path), module_name="m")
     t0 = time.monotonic()
     done = supervise.run_worker(ex, prep, RunOptions(timeout=30, gate=str(gate_root)))
+    other.close()
     assert not done and prep.stuck and time.monotonic() - t0 < 20
-    assert prep.contended == neighbour_stopped
+    assert prep.contended == (neighbour_stopped == "during the call")
     assert "from one call of your code" in prep.result.failures[0].detail
     assert Supervised(gate, tmp_path / "a").others_stopped_since(time.time() - 30)  # it said it was stopped
 

@@ -61,7 +61,7 @@ class Prepared:
     stuck: bool = False                  # ... there, one call of its code past the run limit (a hang)
     unpaused: bool = False               # ... or, beside other gradings, for not pausing (gate.py)
     # ... while another grading on its GPU was inside a long call of its own, or ncu was at work there, or
-    # another was stopped there since shortly before the call (a kernel that hangs there can hold this
+    # another was stopped there while the call ran (a kernel that hangs there can hold this
     # one's calls back for seconds, also while its context is torn down: its time limit then is no verdict)
     contended: bool = False
 
@@ -319,11 +319,15 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                         timed_out = True
                     elif run_limit and in_call > run_limit:
                         timed_out = stuck = True
-                        # a neighbour stopped inside its work since shortly before this call began: its
-                        # hung kernel may have held the GPU while its context was torn down (at 78d8db0,
-                        # twice in 168 gradings, a call right after a hang's stop on its GPU ran past the limit)
+                        # a neighbour stopped inside its work while this call ran: its hung kernel may have
+                        # held the GPU until its processes had exited, when its stop is said again (at 78d8db0,
+                        # twice in 168 gradings, a call right after a hang's stop on its GPU ran past the limit).
+                        # A stop said before the call began is over: until b23a2d9 one said up to a run limit
+                        # before it counted, and on 2 GPUs, where a class's hang mutants come to one GPU within
+                        # 20 s of each other, 3 of 8 were graded twice for a hang stopped 1-9 s before their
+                        # own call began (often right before: held at the gate until that stop).
                         if gate is not None and not prep.contended:
-                            prep.contended = gate.others_stopped_since(time.time() - in_call - run_limit)
+                            prep.contended = gate.others_stopped_since(time.time() - in_call)
                     elif gate is not None and overdue_pause(gate, in_call, run_limit):
                         timed_out = unpaused = True  # (graded again with the GPU alone: classroom)
                     elif opts.memory_limit_gb and time.monotonic() > next_rss:

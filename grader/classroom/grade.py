@@ -84,7 +84,7 @@ def _prebuild_binding(ex_id: str, path: str) -> None:
         prebuild_binding(ex.graded_source(path), ex.build_name)
 
 
-def _bindings_ahead(exs, echo) -> cf.ThreadPoolExecutor | None:
+def _bindings_ahead(exs, echo, built_at: list) -> cf.ThreadPoolExecutor | None:
     """Each exercise's binding (what every submission with the solution's entry points links in), compiled
     from its solution in threads of this process (a run with a GPU: the caller's), started right after the
     warm-up build: beside the grading processes' bytecode, the GPUs' calibration and the first submissions'
@@ -98,6 +98,7 @@ def _bindings_ahead(exs, echo) -> cf.ThreadPoolExecutor | None:
     for ex in todo:
         fut = ahead.submit(_prebuild_binding, ex.id, str(ex.solution_path))
         fut.add_done_callback(functools.partial(_said_if_failed, echo, ex.id))
+        fut.add_done_callback(lambda _: built_at.append(time.perf_counter()))  # (when: timing.json)
     return ahead
 
 
@@ -419,11 +420,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             todo.append((student, ex, path, display))
     echo(f"{len(students)} students, {len(exs)} exercises: {len(todo)} to grade "
          f"({len(students) * len(exs) - len(todo)} already graded)")
-    if toolchain.has_gpu() and todo and sandbox.available() is None:
-        gpu_problem = sandbox.check_gpu()  # the grading processes need the GPU inside it
-        if gpu_problem:
-            sandbox.disable(gpu_problem)
-    echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
+    sandbox_known = _sandbox_gpu_check(toolchain.has_gpu() and bool(todo), echo)
     session = None
     adopted = adopt_orphans()  # (a grading process whose lane died comes to this process: stopped at the end)
     if ray is not None and todo:  # a local cluster starts while the submissions are prepared
@@ -432,8 +429,9 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         session = RaySession(None if ray == "local" else ray, devices, echo, **(ray_options or {}))
     try:
         return _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo,
-                      devices, session, run_file, t0, lanes)
+                      devices, session, run_file, t0, lanes, sandbox_known)
     finally:
+        sandbox_known()
         if session:
             session.close()
         left = stop_orphans(adopted)
@@ -442,8 +440,32 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
                  f"(the first: {left[0][:200]})")
 
 
+def _sandbox_gpu_check(needed: bool, echo):
+    """Whether CUDA works inside the sandbox (sandbox.check_gpu: a process of its own with torch and a
+    CUDA context, 3-5 s), found in a thread beside the run's start (the runtime's copy, the warm-up build,
+    the first preparations: none runs a submission's code). The call returned waits for it, turns the
+    sandbox off where CUDA fails inside it, and says where the submissions' code will run (once)."""
+    problem: list = []
+    probe = threading.Thread(target=lambda: problem.append(sandbox.check_gpu()), daemon=True)
+    if needed and sandbox.available() is None:
+        probe.start()
+    said: list = []
+
+    def known() -> None:
+        if said:
+            return
+        said.append(True)
+        if probe.is_alive() or problem:
+            probe.join()
+            if problem and problem[0]:
+                sandbox.disable(problem[0])
+        echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
+
+    return known
+
+
 def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,
-           session, run_file, t0, lanes) -> int:
+           session, run_file, t0, lanes, sandbox_known) -> int:
     t_build = time.perf_counter()
     runtime = _runtime_copy(out / ".work")
     # The grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the
@@ -455,12 +477,12 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     bytecode = threading.Thread(target=lambda: wrote.append(toolchain.write_bytecode(runtime, gpu=not torch_compiled)),
                                 daemon=True)
     bytecode.start()
-    ahead = None
+    ahead, bindings_built = None, []
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..build import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
-        ahead = _bindings_ahead({ex.id: ex for _, ex, _, _ in todo}.values(), echo)
+        ahead = _bindings_ahead({ex.id: ex for _, ex, _, _ in todo}.values(), echo, bindings_built)
     if not torch_compiled:
         bytecode.join()
         _said_bytecode(echo, wrote)
@@ -487,10 +509,8 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     prepared_at = {"s": 0.0}
     unprepared: list[str] = []
 
-    def prepared_items(pool):
-        """Each submission as soon as it is prepared: what no GPU can change is written now
-        (submissions that are missing, unreadable, or failed a check before the build: nothing of theirs
-        would run); the rest go to the GPUs, which grade while the others are still being prepared."""
+    def preparing(pool) -> dict:
+        """Every submission's preparation, started now."""
         def finished(_):  # when the last one was ready (not when a lane took it)
             prepared_at["s"] = max(prepared_at["s"], time.perf_counter() - t_build)
 
@@ -498,6 +518,12 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                    for student, ex, p, d in todo}
         for fut in futures:
             fut.add_done_callback(finished)
+        return futures
+
+    def prepared_items(futures):
+        """Each submission as soon as it is prepared: what no GPU can change is written now
+        (submissions that are missing, unreadable, or failed a check before the build: nothing of theirs
+        would run); the rest go to the GPUs, which grade while the others are still being prepared."""
         for fut in cf.as_completed(futures):
             student, ex, path, display = futures[fut]
             try:
@@ -520,8 +546,10 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     with CpuMeter() as meter, \
             cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_preparation_process) as pool:
+        futures = preparing(pool)
+        sandbox_known()  # (before any grading process starts)
         if session is not None:
-            items = list(prepared_items(pool))  # (a Ray run takes them all at once)
+            items = list(prepared_items(futures))  # (a Ray run takes them all at once)
             t_run = time.perf_counter()
             try:
                 stats = session.grade(items, [e.id for e in exs], done, run_info, save_run)
@@ -529,7 +557,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                 echo(f"ray: {e}")
                 return 1
         else:
-            stats = _grade_on_slots(prepared_items(pool), devices, runtime, exs, done, echo, run_info, save_run,
+            stats = _grade_on_slots(prepared_items(futures), devices, runtime, exs, done, echo, run_info, save_run,
                                     lanes, out / ".work" / "gates", opts, bool(todo))
     build_s = prepared_at["s"]
     counts["errors"] = unprepared + stats.get("errors", [])
@@ -550,6 +578,8 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         "gpu_busy_s": sum(g["busy_s"] for g in per_gpu.values()),
         "calibrate_s": max((g.get("setup_s", 0.0) for g in per_gpu.values()), default=0.0),
         "per_gpu": per_gpu, "first_prepared_s": stats.get("first_item_s"),
+        "bindings_built_s": max(bindings_built) - t_run if bindings_built else None,
+        "before_gpu_phase_s": t_run - t0,
         "has_gpu": toolchain.has_gpu(), "cpu": cpu}, indent=1))
     echo(f"graded {len(todo)} submissions in {total:.0f} s (prepare {build_s:.0f} s, GPU {run_s:.0f} s "
          f"on {len(per_gpu) or 1} GPU{'s' if len(per_gpu) > 1 else ''}"

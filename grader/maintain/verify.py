@@ -848,14 +848,18 @@ def _cpu_cell(run: dict) -> str:
 
 def _start_note(timing: dict) -> str:
     """What the first grading on each GPU waited for: its calibration, its lanes' processes, the first
-    submission built (seconds into the GPU phase; runs before f0d321e did not say)."""
+    submission built and the exercise's binding before it (seconds into the GPU phase; runs before f0d321e
+    did not say); and the run's start before the GPU phase (the sandbox's check, the warm-up build)."""
     gpus = list(timing.get("per_gpu", {}).values())
     if not gpus or timing.get("first_prepared_s") is None:
         return ""
     ready = [g["ready_s"] for g in gpus if g.get("ready_s") is not None]
+    binding, before = timing.get("bindings_built_s"), timing.get("before_gpu_phase_s")
     return (f"; waited for: calibration {max(g['setup_s'] for g in gpus):.0f} s"
             + (f", lanes started {max(ready):.0f} s" if ready else "")
-            + f", first submission built {timing['first_prepared_s']:.0f} s")
+            + (f", binding built {binding:.0f} s" if binding is not None else "")
+            + f", first submission built {timing['first_prepared_s']:.0f} s"
+            + (f"; {before:.0f} s before the GPU phase" if before is not None else ""))
 
 
 def _sanitizer_share(report: dict) -> float:
