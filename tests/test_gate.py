@@ -241,21 +241,26 @@ def test_a_grading_sees_when_another_on_its_gpu_is_inside_a_long_call(tmp_path):
     a.close()
 
 
-def test_a_check_that_reaches_a_time_limit_beside_a_long_call_is_graded_again_alone(tmp_path, monkeypatch):
+def test_a_check_whose_time_limit_beside_others_is_no_verdict_is_graded_again_alone(tmp_path, monkeypatch):
     """check() beside other checks on its GPU (the self-test's gate): a time limit reached while another
-    grading was inside a long call is no verdict; the check runs again with the GPU to itself, and only
-    that run counts. A time limit reached without one stands."""
+    grading was inside a long call, or a stop for not pausing while another waited to time, is no verdict;
+    the check runs again with the GPU to itself, and only that run counts (Prepared.judged_alone_only, as
+    in class grading). A call of its own stopped past the run limit beside short calls stands."""
     from grader.check import Prepared, Result, pipeline
 
     gate_root = tmp_path / "gpu-0"
     GpuGate(gate_root)
     runs = []
+    stops = {"beside a long call": dict(stuck=True, contended=True), "not paused": dict(unpaused=True),
+             "hang of its own": dict(stuck=True)}
 
     def fake_run(ex, prep, opts, *rest, **kw):
         alone = (gate_root / "timing").exists()  # GpuGate.alone() holds the turn
         runs.append((opts.gate, alone))
         if len(runs) == 1:
-            prep.timed_out, prep.contended = True, contended
+            prep.timed_out = True
+            for k, v in stops[stop].items():
+                setattr(prep, k, v)
             prep.result.add("correctness", "case", "fail", "no result within 10 s from one call of your code")
         else:
             prep.result.add("correctness", "case", "pass", "matches")
@@ -265,12 +270,14 @@ def test_a_check_that_reaches_a_time_limit_beside_a_long_call_is_graded_again_al
     monkeypatch.setattr(pipeline, "run", fake_run)
     monkeypatch.setattr(pipeline.toolchain, "gpu_present", lambda: False)
     monkeypatch.setattr(pipeline.toolchain, "start_gpu_probe", lambda: None)  # (no torch import in the background)
-    for contended in (True, False):
+    for stop in stops:
         runs.clear()
         result = pipeline.check("day01.scale_add", source=tmp_path / "x.cu", gate=str(gate_root))
-        if contended:
-            assert runs == [(str(gate_root), False), (None, True)] and result.ok
-            assert pipeline.ALONE_PHASE in result.timings and pipeline.first_run_phase() in result.timings
+        if stop != "hang of its own":
+            assert runs == [(str(gate_root), False), (None, True)] and result.ok, stop
+            first = [k for k in result.timings if k.startswith("first run beside other gradings")]
+            assert pipeline.ALONE_PHASE in result.timings and len(first) == 1
+            assert ("not paused" in first[0]) == (stop == "not paused")
         else:
             assert runs == [(str(gate_root), False)] and not result.ok
     runs.clear()

@@ -334,7 +334,9 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str, w
 ALONE_PHASE = "graded again with the GPU alone (a time limit reached beside other gradings)"
 
 
-def first_run_phase(why: str = "its time limit") -> str:
+def first_run_phase(prep) -> str:
+    """The timing line's name for a first run beside others that is no verdict (Prepared.judged_alone_only)."""
+    why = "not paused for another's timing" if prep.unpaused else "its time limit"
     return f"first run beside other gradings (stopped: {why})"
 
 
@@ -377,11 +379,12 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
         untouched = copy.deepcopy(prep) if opts.gate else None
         t_run = time.perf_counter()
         run(ex, prep, opts, warm, ncu_run)
-        if untouched is not None and prep.timed_out and prep.contended:
+        if untouched is not None and prep.judged_alone_only():
             # Beside other checks on its GPU (the self-test), a kernel that hangs in one of them can hold
-            # this one's calls back past their limit: graded again with the GPU to itself, that run alone
-            # counts (as class grading does with every time limit reached beside others).
-            untouched.result.add_time(first_run_phase(), time.perf_counter() - t_run)
+            # this one's calls back past their limit, and one stopped for not pausing while another waited
+            # to time has no verdict of its own (until 2555e0a only the first was graded again here):
+            # graded again with the GPU to itself, that run alone counts, as in class grading.
+            untouched.result.add_time(first_run_phase(prep), time.perf_counter() - t_run)
             t_again = time.perf_counter()
             with GpuGate(opts.gate).alone() as lone:
                 run(ex, untouched, replace(opts, gate=None))

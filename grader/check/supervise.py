@@ -65,6 +65,14 @@ class Prepared:
     # one's calls back for seconds, also while its context is torn down: its time limit then is no verdict)
     contended: bool = False
 
+    def judged_alone_only(self) -> bool:
+        """Stopped at a time limit beside other gradings on its GPU in a way that is no verdict, to be
+        graded again with the GPU to itself (class grading, the self-test's checks): beside a long call of
+        another (contended), for not pausing while another waited to time, or at the whole grading's limit.
+        Not a call of its own stopped past the run limit beside calls shorter than config.CONTENDED_CALL_S:
+        the GPU was its own but for their kernels' microseconds, and that call hangs on its own."""
+        return self.timed_out and (self.contended or not self.stuck)
+
 
 def _rss_bytes(pid: int) -> int:
     try:

@@ -317,7 +317,7 @@ def grade_one(item, calibration: dict | None) -> dict:
     if alone:
         prep.result.add_time(ALONE_PHASE, time.perf_counter() - t1)
         return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on(started))
-    if gate and prep.timed_out and (prep.contended or not prep.stuck):
+    if gate and prep.judged_alone_only():
         # Beside the other lanes a kernel that hangs elsewhere on this GPU slows this one's cases too
         # (the GPU shares its time between the processes): a time limit reached there is not a verdict.
         # Graded again with the GPU to itself, after every other submission on one GPU (the other lanes
@@ -327,8 +327,7 @@ def grade_one(item, calibration: dict | None) -> dict:
         # long call (config.CONTENDED_CALL_S; ncu counts as one): the others' short calls take the GPU
         # only for their kernels' microseconds, so that call hangs on its own (at d2354f5 the hang
         # mutants' second, lone run was a third of each GPU's busy time in the class benchmark).
-        why = "not paused for another's timing" if prep.unpaused else "its time limit"
-        untouched.result.add_time(first_run_phase(why), time.perf_counter() - t1)
+        untouched.result.add_time(first_run_phase(prep), time.perf_counter() - t1)
         return Later((*item[:2], untouched, *item[3:6], ALONE))
     return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on(started))
 
