@@ -55,8 +55,10 @@ GATE_ENV = "COURSE_GPU_GATE"
 # to the driver after the case: check/worker.release_case_memory). Allocating from the driver and
 # freeing to it serialise across the GPUs of a host: on 2 x H200, 4 processes doing so on GPU 1 made a
 # 256 MB cudaMalloc/cudaFree on GPU 0 take 3.9 ms instead of 1.4 and a case 6.1 ms instead of 3.2
-# (reports/gpu-neighbours-2xh200.log). A class's lanes keep at most this much each on their GPU
-# (4 x 4 GiB of an 80 GiB H100); day02's largest case stays under it.
+# (reports/gpu-neighbours-2xh200.log). Class grading's lanes keep at most this much each on their GPU
+# (4 x 4 GiB of an 80 GiB H100); day02's largest case stays under it. A check() keeps none (RunOptions.
+# case_memory_kept): the self-test runs up to 20 grading processes on one GPU, a learner's shares the GPU
+# with a notebook; its solutions' full run at 45a95ef, the first with blocks kept there, had a false failure.
 CASE_MEMORY_KEPT_BYTES = 4 << 30
 # Host memory of one grading process in class grading.
 CLASS_MEMORY_GB = 16.0

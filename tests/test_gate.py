@@ -2,6 +2,7 @@
 the grading processes' side, each process here a thread with its own folder. A timing starts only when
 every other process on the GPU has paused between two stretches of GPU work (or, if it cannot pause,
 ended); nothing runs beside it; paused time is said, so that it is not charged to a time limit."""
+import json
 import os
 import threading
 import time
@@ -411,3 +412,27 @@ def test_a_call_that_began_just_after_the_pause_was_asked_is_left_to_its_run_lim
     assert overdue_pause(late, limit - config.PAUSE_RACE_S - 0.5, limit)  # its run limit is far
     assert not overdue_pause(late, limit - config.PAUSE_RACE_S / 2, limit)  # its run limit is near: that decides
     assert overdue_pause(late, limit - config.PAUSE_RACE_S / 2, None)  # (no run limit: the pause limit decides)
+
+
+def test_only_class_grading_keeps_gpu_memory_between_cases(tmp_path, monkeypatch):
+    """The grading process gives each case's GPU memory back after it unless told to keep some
+    (RunOptions.case_memory_kept: class grading's lanes keep config.CASE_MEMORY_KEPT_BYTES; a check, whose
+    neighbours on the GPU are unknown, up to 20 in the self-test, keeps none)."""
+    import sys
+
+    from grader import config
+    from grader.check import Prepared, Result, RunOptions, supervise
+    from grader.exercises import get
+
+    seen = tmp_path / "seen.json"
+
+    def copying(argv, env, scratch, **kw):  # the grading process: keeps the config it was given, and ends
+        return [sys.executable, "-c", f"import shutil; shutil.copy('config.json', {str(seen)!r})"], env
+
+    monkeypatch.setattr(supervise, "isolate", copying)
+    ex = get("day01.scale_add")
+    for opts, kept in ((RunOptions(timeout=30), 0),
+                       (RunOptions(timeout=30, case_memory_kept=config.CASE_MEMORY_KEPT_BYTES), 4 << 30)):
+        prep = Prepared(Result(ex.id, "x.cu", "gpu"), module_dir=str(tmp_path), module_name="m")
+        supervise.run_worker(ex, prep, opts)
+        assert json.loads(seen.read_text())["case_memory_kept"] == kept

@@ -44,6 +44,9 @@ class RunOptions:
     hide: tuple[str, ...] = ()
     # class grading's lanes: the folder of the GPU's gate (gate.py), where several gradings share a GPU
     gate: str | None = None
+    # GPU memory the grading process keeps in torch's allocator from one case to the next (class grading:
+    # config.CASE_MEMORY_KEPT_BYTES); 0: each case's is given back after it
+    case_memory_kept: int = 0
 
 
 @dataclass
@@ -287,7 +290,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
                   "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None,
-                  "part": part, "gate": bool(opts.gate)}
+                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept}
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"

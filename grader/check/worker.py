@@ -95,6 +95,7 @@ def run_case(ex, mod, case, seed, poison: bool = True):
 
 _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
 PAUSED_PHASE = "paused while another grading on this GPU timed"
+_KEPT_BYTES = 0  # GPU memory kept in torch's allocator between cases (main: RunOptions.case_memory_kept)
 _GATE = None  # this process's gate.WorkerGate (main): a call of the learner's code is written down there
 
 
@@ -426,18 +427,18 @@ def stream_case(ex, mod, untimed, seed, emit) -> bool:
     return True
 
 
-def release_case_memory():
+def release_case_memory(kept: int | None = None):
     """Between cases: what a case left behind is freed now, not during a later case. A garbage
     collection first: objects in reference cycles (a model beside its torch.compile'd step) would
     otherwise be torn down at some later collection, and a CUDA graph's teardown then drops the cuBLAS
     workspace cached for its capture stream, which a graph captured since on that stream may be using
     (pytorch/pytorch#193402: day14.decoder's timed replay faulted on the H200). The allocator's blocks
-    go back to the driver only past config.CASE_MEMORY_KEPT_BYTES: each cudaFree and cudaMalloc slows the
-    gradings on the host's other GPUs (benchmarks/gpu_neighbours)."""
+    go back to the driver past `kept` bytes (class grading: config.CASE_MEMORY_KEPT_BYTES, as each cudaFree
+    and cudaMalloc slows the gradings on the host's other GPUs: benchmarks/gpu_neighbours; a check: all)."""
     import torch
 
     gc.collect()
-    if torch.cuda.memory_reserved() > config.CASE_MEMORY_KEPT_BYTES:
+    if torch.cuda.memory_reserved() > (_KEPT_BYTES if kept is None else kept):
         torch.cuda.empty_cache()
 
 
@@ -475,7 +476,8 @@ def main(cfg: dict) -> int:
     # Class grading's lanes share a GPU: each stretch of GPU work between pauses, the timing with the
     # GPU alone (gate.py). From here on this process answers pauses; before, it has not touched the GPU
     # (a timing does not wait for a process still importing torch: it pauses at its first busy()).
-    global _GATE, _SHARED_POISON
+    global _GATE, _SHARED_POISON, _KEPT_BYTES
+    _KEPT_BYTES = int(cfg.get("case_memory_kept") or 0)
     gate = _GATE = WorkerGate(os.path.dirname(os.path.abspath(cfg["results"])), bool(cfg.get("gate")))
     try:
         with gate.busy():  # the CUDA context is made here (or was, in a process started early)

@@ -488,7 +488,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     jobs = jobs or max(1, toolchain.usable_cpus() // 2)
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
-                      sanitizers=config.CLASS_SANITIZERS,
+                      sanitizers=config.CLASS_SANITIZERS, case_memory_kept=config.CASE_MEMORY_KEPT_BYTES,
                       hide=(str(submissions.resolve()), str(out.resolve())))  # + the solutions, the build cache
     run_info = {"secret_seed": secret, "calibration": {}, "exercises": [e.id for e in exs]}
 
