@@ -384,8 +384,8 @@ def test_a_call_stopped_as_a_hang_is_graded_again_alone_only_beside_a_long_call(
         assert not any("graded again" in k for k in got["timings"])
 
 
-def _setup_marks(folder):
-    (folder / f"setup-{os.getpid()}").touch()
+def _setup_marks(folder, device=None):
+    (folder / f"setup-{os.getpid()}-{device}").touch()
     return None
 
 
@@ -426,7 +426,7 @@ def test_every_lane_of_a_slot_starts_with_it_and_primes_beside_the_setup(tmp_pat
     assert 0 < g["ready_s"] <= g["first_s"] and 0 <= stats["first_item_s"] <= g["first_s"]
 
 
-def _setup_at(folder):
+def _setup_at(folder, device=None):
     (folder / f"setup-{os.getpid()}").write_text(repr(time.time()))
     return None
 
@@ -450,6 +450,37 @@ def test_a_slot_told_items_will_come_sets_up_while_the_first_is_made(tmp_path):
                      setup=functools.partial(_setup_at, folder), setup_early=early)
         (mark,) = folder.iterdir()
         assert (float(mark.read_text()) < made["at"]) == early
+
+
+def _setup_with_device(folder, device=None):
+    (folder / f"setup-{os.getpid()}-{device}").write_text(repr(time.time()))
+    return {"device": device}
+
+
+def test_each_gpus_setup_runs_here_at_once_not_after_the_sandbox_check(tmp_path):
+    """A GPU's setup (its calibration: a process of its own, pinned to it) runs in a thread of the run's
+    process, told its device, as the slot starts: not in the slot's process, whose start waits for the
+    sandbox's GPU check (`sandbox_off` called: at 2555e0a the calibration waited 4-5 s for it)."""
+    import functools
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    decided, seen = [], []
+
+    def sandbox_off():  # the sandbox's GPU check, still under way as the slots start
+        time.sleep(1.0)
+        decided.append(time.time())
+        return None
+
+    stats = run_on_slots(["0", "1"], list(range(8)), slots.probe, lambda *a: None, lanes=2,
+                         setup=functools.partial(_setup_with_device, marks), setup_early=True,
+                         sandbox_off=sandbox_off, on_setup=lambda device, context: seen.append((device, context)))
+    setups = {f.name: float(f.read_text()) for f in marks.iterdir()}
+    assert set(setups) == {f"setup-{os.getpid()}-0", f"setup-{os.getpid()}-1"}  # here, each told its GPU
+    assert len(decided) == 2 and max(setups.values()) < min(decided)
+    assert sorted(seen) == [("0", {"device": "0"}), ("1", {"device": "1"})]
+    for g in stats["per_gpu"].values():
+        assert 0 <= g["setup_s"] and 0 <= g["setup_ready_s"] <= g["first_s"]
 
 
 def test_lanes_below_one_are_refused_before_anything_starts(klass):

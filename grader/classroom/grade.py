@@ -148,11 +148,11 @@ def _runtime_copy(work: Path) -> str:
     return str(rt)
 
 
-def _calibrate(runtime: str, exercise_ids: list[str]) -> dict[str, dict | None]:
+def _calibrate(runtime: str, exercise_ids: list[str], device: str | None = None) -> dict[str, dict | None]:
     """Each exercise's timed cases' graded baselines (the copy's GB/s, cuBLAS's TFLOP/s, ...), measured
-    once for the run on each GPU, in one process of its own (it sees the GPU its caller is pinned to;
-    Python, torch and the CUDA context start once for all the exercises): {exercise id: {case label:
-    value}, or None where that exercise's could not be measured}."""
+    once for the run on each GPU, in one process of its own (pinned to `device`, else the GPU its caller
+    is pinned to; Python, torch and the CUDA context start once for all the exercises): {exercise id:
+    {case label: value}, or None where that exercise's could not be measured}."""
     import subprocess
     import sys
 
@@ -163,6 +163,8 @@ def _calibrate(runtime: str, exercise_ids: list[str]) -> dict[str, dict | None]:
             "        out[ex_id] = None\n"
             "print(json.dumps(out))\n")
     env = toolchain.grading_env(runtime)
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     try:
         got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -171,11 +173,14 @@ def _calibrate(runtime: str, exercise_ids: list[str]) -> dict[str, dict | None]:
     return {ex_id: got.get(ex_id) for ex_id in exercise_ids}
 
 
-def calibrate_all(runtime: str, exercise_ids: list[str]) -> dict:
-    """A slot's setup: its GPU's baseline for every exercise of the run ({} without a GPU)."""
+def calibrate_all(runtime: str, exercise_ids: list[str], device: str | None = None) -> dict:
+    """A slot's setup: the baseline of its GPU (`device`) for every exercise of the run ({} without a GPU).
+    Started by the run's own process as the GPU phase starts: not after the sandbox's GPU check, nor in
+    the slot's process, which start first (at 2555e0a each GPU's calibration was ready 14-15 s into the
+    GPU phase, 4-5 s of it waiting for the sandbox's check)."""
     if not toolchain.has_gpu():
         return {}
-    return _calibrate(runtime, exercise_ids)
+    return _calibrate(runtime, exercise_ids, device)
 
 
 # This lane's grading process for its next submission, started while it grades the one before: Python,
@@ -439,26 +444,34 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
                  f"(the first: {left[0][:200]})")
 
 
+def _sandbox_off(sandbox_known) -> str | None:
+    """Why the grading processes run without the sandbox (None: in it), once its GPU check has ended."""
+    sandbox_known()
+    return sandbox.available()
+
+
 def _sandbox_gpu_check(needed: bool, echo):
     """Whether CUDA works inside the sandbox (sandbox.check_gpu: a process of its own with torch and a
     CUDA context, 3-5 s), found in a thread beside the run's start (the runtime's copy, the warm-up build,
-    the first preparations: none runs a submission's code). The call returned waits for it, turns the
+    the first preparations, the GPUs' calibration: none runs a submission's code). The call returned waits for it, turns the
     sandbox off where CUDA fails inside it, and says where the submissions' code will run (once)."""
     problem: list = []
     probe = threading.Thread(target=lambda: problem.append(sandbox.check_gpu()), daemon=True)
     if needed and sandbox.available() is None:
         probe.start()
     said: list = []
+    lock = threading.Lock()  # (each GPU's slot asks as its processes start)
 
     def known() -> None:
-        if said:
-            return
-        said.append(True)
-        if probe.is_alive() or problem:
-            probe.join()
-            if problem and problem[0]:
-                sandbox.disable(problem[0])
-        echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
+        with lock:
+            if said:
+                return
+            said.append(True)
+            if probe.is_alive() or problem:
+                probe.join()
+                if problem and problem[0]:
+                    sandbox.disable(problem[0])
+            echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
 
     return known
 
@@ -546,8 +559,8 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
             cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_preparation_process) as pool:
         futures = preparing(pool)
-        sandbox_known()  # (before any grading process starts)
         if session is not None:
+            sandbox_known()  # (before any grading process starts)
             items = list(prepared_items(futures))  # (a Ray run takes them all at once)
             t_run = time.perf_counter()
             try:
@@ -557,7 +570,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                 return 1
         else:
             stats = _grade_on_slots(prepared_items(futures), devices, runtime, exs, done, echo, run_info, save_run,
-                                    lanes, out / ".work" / "gates", opts, bool(todo))
+                                    lanes, out / ".work" / "gates", opts, bool(todo), sandbox_known)
     build_s = prepared_at["s"]
     counts["errors"] = unprepared + stats.get("errors", [])
     run_s = time.perf_counter() - t_run
@@ -597,7 +610,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
 
 
 def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, gates, opts,
-                    early) -> dict:
+                    early, sandbox_known) -> dict:
     """This host's GPUs, a slot each with `lanes` processes (slots.py); `items` arrive as they are prepared.
     `early`: there are submissions to grade, so each GPU's calibration and its lanes' processes start
     at once, beside the first builds (at 7a38631 they waited for the first submission built, 21 s
@@ -631,6 +644,7 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     # (the warm processes' start overlaps the calibration; a run of Python exercises alone needs none)
     prime = functools.partial(prime_lane, opts) if gpu and any(e.learner_file != "python" for e in exs) else None
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
-                         sandbox_off=sandbox.available(), lanes=lanes, gate_root=gates, prime=prime,
+                         sandbox_off=functools.partial(_sandbox_off, sandbox_known), lanes=lanes, gate_root=gates,
+                         prime=prime,
                          setup_early=early)
     return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors, "first_item_s": stats["first_item_s"]}

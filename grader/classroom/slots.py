@@ -3,10 +3,10 @@
 `resolve_gpus("all" | N | "0,1")` says which GPUs a class run uses (those visible to this process:
 CUDA_VISIBLE_DEVICES where it is set, else every device torch sees). `run_on_slots` starts the
 processes of a slot with CUDA_VISIBLE_DEVICES set to its GPU alone, so everything they start (the
-calibration, the sandboxed grading processes, compute-sanitizer, ncu) sees that GPU and no other;
-each slot runs its `setup` once when it has an item (the calibration of its GPU), then each of its
-lanes takes the next item from one shared feed as soon as it is free, so a slow submission delays
-only its own lane. With
+sandboxed grading processes, compute-sanitizer, ncu) sees that GPU and no other; each slot's `setup`
+(the calibration of its GPU, a process the caller pins to it) runs once, in a thread of the caller, when
+the slot has an item; then each of its lanes takes the next item from one shared feed as soon as it is
+free, so a slow submission delays only its own lane. With
 several lanes a GPU grades several submissions side by side, and its gate (check/gate.py) gives each
 timing the GPU alone: the others pause between two cases meanwhile. A slot process that dies is
 started again and its item given once more (then reported as an error).
@@ -165,30 +165,34 @@ class _Feed:
 
 def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_done: Callable,
                  setup: Callable | None = None, on_setup: Callable | None = None,
-                 sandbox_off: str | None = None, attempts: int = 2, lanes: int = 1,
+                 sandbox_off: str | None | Callable[[], str | None] = None, attempts: int = 2, lanes: int = 1,
                  gate_root: str | Path | None = None, prime: Callable | None = None,
                  setup_early: bool = False) -> dict:
     """Run `work(item, context)` for every item, a slot per device, `lanes` items at a time per slot
     (`work` may return Later(item): that item runs again, after every other on one device, next on several).
-    `setup()` runs first in each slot (its result is the slot's `context`; `on_setup(device,
+    `setup(device)` runs first for each slot, in a thread of this process (class grading: the GPU's
+    calibration, a process of its own pinned to it; its result is the slot's `context`; `on_setup(device,
     context)` sees it); `on_done(item, result, device, seconds, error)` is called in this process,
     one call at a time, as each item finishes (result None and `error` saying why if its slot kept
-    dying or `work` raised). `work`, `setup` and the items must pickle (module-level functions).
+    dying or `work` raised). `work` and the items must pickle (module-level functions). `sandbox_off`
+    (or what it returns, called as each slot's processes start: the run's sandbox check may still be
+    under way meanwhile) goes to each slot process (sandbox.disable).
     With lanes > 1 each slot's processes get its GPU's gate folder under `gate_root` (slot_gate()):
     the gradings sharing a GPU time one at a time (check/gate.py). `prime()` runs as each slot process
     starts (all `lanes` of a slot start with it, beside its setup). A slot runs its setup once it has
     an item, or (`setup_early`: items are sure to come) at once, while the first item is being made.
     Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
-    "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "ready_s": when its other
-    lanes' processes had started (with `prime`), "first_s"/"end_s": when its first item started and
-    its last ended, seconds since the call}}, "errors": [slots whose setup failed; the others took
-    their items], "first_item_s": when the first item was ready}."""
+    "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "setup_ready_s": when it had
+    ended, "ready_s": when its lanes' processes had started (with `prime`), "first_s"/"end_s": when its
+    first item started and its last ended, seconds since the call}}, "errors": [slots whose setup
+    failed; the others took their items], "first_item_s": when the first item was ready}."""
     feed = _Feed(items)
     lock = threading.Lock()
     stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "lane_s": 0.0, "setup_s": 0.0, "lanes": lanes,
-                            "ready_s": None, "first_s": None, "end_s": None} for d in devices}
+                            "setup_ready_s": None, "ready_s": None, "first_s": None, "end_s": None} for d in devices}
     t_origin = time.perf_counter()
     errors: list[str] = []
+    setups = cf.ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="setup") if setup else None
 
     def slot(device):
         try:
@@ -196,39 +200,52 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         except Exception as e:  # its setup failed: the other slots take its items
             errors.append(f"the slot of GPU {device}: {type(e).__name__}: {e}")
 
+    def timed_setup(device, mine):
+        t0 = time.perf_counter()
+        try:
+            return setup(device)
+        finally:
+            mine["setup_s"] = time.perf_counter() - t0
+            mine["setup_ready_s"] = time.perf_counter() - t_origin
+
     def _slot(device):
         gate = None
         if lanes > 1 and gate_root is not None:
             gate = str(Path(gate_root) / f"gpu-{device}")
             Path(gate).mkdir(parents=True, exist_ok=True)
-        state = {"pool": _executor(device, sandbox_off, lanes, gate, prime), "active": 0, "since": 0.0}
-        pool_lock = threading.Lock()
         mine = stats[str(device)]
         started: dict = {}
+
+        def begin_setup():
+            if setups is not None and "setup" not in started:
+                started["setup"] = setups.submit(timed_setup, device, mine)
+
+        if setup_early:  # (the first item may take long to come: the first builds)
+            begin_setup()
+        off = sandbox_off() if callable(sandbox_off) else sandbox_off  # (the setup runs no submission's code)
+        state = {"pool": _executor(device, off, lanes, gate, prime), "active": 0, "since": 0.0}
+        pool_lock = threading.Lock()
 
         def start():
             """The setup, and every lane's process (each submit that finds no idle process starts
             one: prime() runs in each now, beside the setup, not when its first item comes)."""
-            t0 = time.perf_counter()
             pool = state["pool"]
-            started["spawned"] = [pool.submit(_noop) for _ in range(lanes - 1 if setup else lanes)] if prime else []
+            started["spawned"] = [pool.submit(_noop) for _ in range(lanes)] if prime else []
             for f in started["spawned"]:  # (the last one's end: every lane's processes started)
                 f.add_done_callback(lambda _: mine.__setitem__(
                     "ready_s", max(mine["ready_s"] or 0.0, time.perf_counter() - t_origin)))
-            started["setup"] = pool.submit(setup) if setup else None
-            if started["setup"] is not None:
-                started["setup"].add_done_callback(lambda _: mine.__setitem__("setup_s", time.perf_counter() - t0))
+            begin_setup()
 
         try:
-            if setup_early:  # (the first item may take long to come: the first builds)
+            if setup_early:
                 start()
             first = feed.take()  # a slot with nothing to grade measures nothing (a resumed run, all done)
             if first is None:
                 return
             feed.put_back(first)
-            if not started:
+            if "spawned" not in started:
                 start()
-            context = started["setup"].result() if started["setup"] is not None else None
+            context = started["setup"].result() if "setup" in started else None
             for f in started["spawned"]:
                 f.result()
             if on_setup:
@@ -255,7 +272,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                         with pool_lock:
                             if state["pool"] is pool:
                                 pool.shutdown(wait=False, cancel_futures=True)
-                                state["pool"] = _executor(device, sandbox_off, lanes, gate, prime)
+                                state["pool"] = _executor(device, off, lanes, gate, prime)
                         result, error = None, f"the grading slot on GPU {device} died {attempt} times: {e}"
                     except Exception as e:  # a bug of the grader's own, not the submission's: said, not written
                         result, error = None, f"{type(e).__name__}: {e}"
@@ -289,6 +306,8 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         t.start()
     for t in threads:
         t.join()
+    if setups is not None:
+        setups.shutdown(wait=True)
     if errors and not feed.drained():  # every slot failed: nothing could take the items left
         raise RuntimeError("; ".join(errors))
     if feed.error:

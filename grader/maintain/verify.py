@@ -857,7 +857,8 @@ def _start_note(timing: dict) -> str:
         return ""
     ready = [g["ready_s"] for g in gpus if g.get("ready_s") is not None]
     binding, before = timing.get("bindings_built_s"), timing.get("before_gpu_phase_s")
-    return (f"; waited for: calibration {max(g['setup_s'] for g in gpus):.0f} s"
+    calibrated = max(g["setup_ready_s"] if g.get("setup_ready_s") is not None else g["setup_s"] for g in gpus)
+    return (f"; waited for: calibration {calibrated:.0f} s"
             + (f", lanes started {max(ready):.0f} s" if ready else "")
             + (f", binding built {binding:.0f} s" if binding is not None else "")
             + f", first submission built {timing['first_prepared_s']:.0f} s"
