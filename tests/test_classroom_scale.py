@@ -656,3 +656,45 @@ def test_a_preparation_that_fails_for_the_graders_own_reasons_is_tried_once_more
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"got": "prepared", "calls": ["once", "once", "never", "never"], "raised": "[Errno 14] Bad address"}
+
+
+def test_the_sandboxs_gpu_check_runs_beside_the_start_and_is_waited_for_once(monkeypatch):
+    """grade._sandbox_gpu_check: the check starts at once in a thread; the call it returns waits for it,
+    turns the sandbox off where CUDA fails inside it, says where the code will run once (the slots of
+    every GPU ask), and raises where the check itself failed (no grading runs on a guess)."""
+    from grader.check import sandbox
+    from grader.classroom import grade
+
+    monkeypatch.setattr(sandbox, "_disabled", [])
+    monkeypatch.setattr(sandbox, "available", lambda: sandbox._disabled[0] if sandbox._disabled else None)
+    monkeypatch.setattr(sandbox, "banner", lambda: f"sandbox: {sandbox.available() or 'on'}")
+    began = []
+
+    def slow_check(answer):
+        def check():
+            began.append(time.monotonic())
+            time.sleep(0.3)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return check
+
+    fails = "CUDA fails inside it: no device"
+    for answer, said in ((None, "sandbox: on"), (fails, f"sandbox: {fails}")):
+        monkeypatch.setattr(sandbox, "_disabled", [])
+        monkeypatch.setattr(sandbox, "check_gpu", slow_check(answer))
+        echoed = []
+        t0 = time.monotonic()
+        known = grade._sandbox_gpu_check(True, echoed.append)
+        assert began and began[-1] - t0 < 0.25 and not echoed  # started at once, nothing waited for yet
+        known()
+        known()
+        assert echoed == [said] and time.monotonic() - t0 >= 0.3
+    monkeypatch.setattr(sandbox, "_disabled", [])
+    monkeypatch.setattr(sandbox, "check_gpu", slow_check(OSError("bwrap vanished")))
+    known = grade._sandbox_gpu_check(True, lambda line: None)
+    with pytest.raises(RuntimeError, match="the sandbox's GPU check failed: OSError: bwrap vanished"):
+        known()
+    count, echoed = len(began), []
+    grade._sandbox_gpu_check(False, echoed.append)  # nothing to grade on a GPU: no check, said at once
+    assert len(began) == count and echoed == ["sandbox: on"]

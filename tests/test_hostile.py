@@ -244,7 +244,12 @@ def test_class_grading_refuses_every_hostile_submission_and_keeps_the_gradebook(
     lines = []
     assert grade_class(subs, out, only=[EXERCISE], jobs=4, echo=lines.append) == 0
     assert f"{len(SUBMISSIONS)} to grade" in lines[0]
-    assert lines[1].startswith("sandbox: ") and (("NOT available" in lines[1]) == (sandbox.available() is not None))
+    # where the submissions' code runs, said once, before any submission's row (with a GPU: once the
+    # sandbox's GPU check, run beside the start, has ended; without, at once)
+    said = [i for i, line in enumerate(lines) if line.startswith("sandbox: ")]
+    assert len(said) == 1 and ("NOT available" in lines[said[0]]) == (sandbox.available() is not None)
+    assert said[0] < min(i for i, line in enumerate(lines) if line.split()[:1] and line.split()[0] in SUBMISSIONS)
+    assert said[0] == 1 or toolchain.has_gpu()
     rows = {r["student"]: r for r in json.loads((out / "gradebook.json").read_text())}
     for name, m in SUBMISSIONS.items():
         row = rows[name]

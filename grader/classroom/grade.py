@@ -435,7 +435,6 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         return _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo,
                       devices, session, run_file, t0, lanes, sandbox_known)
     finally:
-        sandbox_known()
         if session:
             session.close()
         left = stop_orphans(adopted)
@@ -453,24 +452,37 @@ def _sandbox_off(sandbox_known) -> str | None:
 def _sandbox_gpu_check(needed: bool, echo):
     """Whether CUDA works inside the sandbox (sandbox.check_gpu: a process of its own with torch and a
     CUDA context, 3-5 s), found in a thread beside the run's start (the runtime's copy, the warm-up build,
-    the first preparations, the GPUs' calibration: none runs a submission's code). The call returned waits for it, turns the
-    sandbox off where CUDA fails inside it, and says where the submissions' code will run (once)."""
-    problem: list = []
-    probe = threading.Thread(target=lambda: problem.append(sandbox.check_gpu()), daemon=True)
-    if needed and sandbox.available() is None:
-        probe.start()
+    the first preparations, the GPUs' calibration: none runs a submission's code). The call returned
+    waits for it, turns the sandbox off where CUDA fails inside it (raises where the check itself failed),
+    and says where the submissions' code will run (once)."""
+    found: list = []  # (problem or None, or the exception the check raised)
+
+    def probe_gpu():
+        try:
+            found.append(sandbox.check_gpu())
+        except BaseException as e:  # (said where the answer is needed: no grading runs on a guess)
+            found.append(e)
+
+    probe = threading.Thread(target=probe_gpu, daemon=True) if needed and sandbox.available() is None else None
     said: list = []
     lock = threading.Lock()  # (each GPU's slot asks as its processes start)
+    if probe is not None:
+        probe.start()
+    else:  # (known now: said among the run's first lines)
+        said.append(True)
+        echo(sandbox.banner())
 
     def known() -> None:
         with lock:
             if said:
                 return
-            said.append(True)
-            if probe.is_alive() or problem:
+            if probe is not None:
                 probe.join()
-                if problem and problem[0]:
-                    sandbox.disable(problem[0])
+                if isinstance(found[0], BaseException):
+                    raise RuntimeError(f"the sandbox's GPU check failed: {type(found[0]).__name__}: {found[0]}")
+                if found[0]:
+                    sandbox.disable(found[0])
+            said.append(True)
             echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
 
     return known
