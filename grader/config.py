@@ -60,6 +60,9 @@ GATE_ENV = "COURSE_GPU_GATE"
 # case_memory_kept): the self-test runs up to 20 grading processes on one GPU, a learner's shares the GPU
 # with a notebook; its solutions' full run at 45a95ef, the first with blocks kept there, had a false failure.
 CASE_MEMORY_KEPT_BYTES = 4 << 30
+# A correctness case that ran out of GPU memory is run once more after this many seconds, its process's
+# cached blocks given back (check/worker._case_run): the other processes on its GPU may have held it.
+OUT_OF_MEMORY_WAIT_S = 1.0
 # Host memory of one grading process in class grading.
 CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself

@@ -436,3 +436,34 @@ def test_only_class_grading_keeps_gpu_memory_between_cases(tmp_path, monkeypatch
         prep = Prepared(Result(ex.id, "x.cu", "gpu"), module_dir=str(tmp_path), module_name="m")
         supervise.run_worker(ex, prep, opts)
         assert json.loads(seen.read_text())["case_memory_kept"] == kept
+
+
+@pytest.mark.parametrize("runs_out", [1, 2])
+def test_a_case_that_ran_out_of_gpu_memory_runs_once_more(monkeypatch, runs_out):
+    """worker._case_run: CUDA out of memory in a correctness case (the grader's own inputs, reference and
+    comparison; neighbours on the GPU may hold the memory for a moment) gives the process's cached memory
+    back, waits config.OUT_OF_MEMORY_WAIT_S and runs the case once more; out of memory again fails it,
+    saying why."""
+    import torch
+
+    from grader import config
+    from grader.check import worker
+
+    tries, released = [], []
+
+    def run_case(ex, mod, case, seed):
+        tries.append(seed)
+        if len(tries) <= runs_out:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return True, "matches", None, None, None, None
+
+    monkeypatch.setattr(worker, "run_case", run_case)
+    monkeypatch.setattr(worker, "release_case_memory", lambda kept=None: released.append(kept))
+    monkeypatch.setattr(config, "OUT_OF_MEMORY_WAIT_S", 0.01)
+    gate = WorkerGate("/nonexistent", enabled=False)
+    if runs_out == 1:
+        assert worker._case_run(None, None, None, 7, gate) == (True, "matches")
+    else:
+        with pytest.raises(RuntimeError, match="CUDA out of memory, and again after 0.01 s .*2.00 GiB"):
+            worker._case_run(None, None, None, 7, gate)
+    assert tries == [7, 7] and released == [0]

@@ -93,6 +93,30 @@ def run_case(ex, mod, case, seed, poison: bool = True):
     return ok, msg, outputs, inputs, expected, before
 
 
+def _case_run(ex, mod, case, seed, gate) -> tuple[bool, str]:
+    """run_case in a stretch of GPU work; once more after CUDA ran out of memory, this process's cached
+    blocks given back first and config.OUT_OF_MEMORY_WAIT_S waited: beside other gradings on its GPU
+    (class grading's lanes, the self-test's checks: up to 20 processes on one GPU) theirs may have held
+    the memory for a moment, and what a case allocates is the grader's own (inputs, reference,
+    comparison; a kernel allocates nothing). Out of memory twice fails the case, saying so."""
+    import torch
+
+    try:
+        with gate.busy():
+            return tuple(run_case(ex, mod, case, seed)[:2])
+    except torch.cuda.OutOfMemoryError:
+        pass
+    release_case_memory(0)
+    time.sleep(config.OUT_OF_MEMORY_WAIT_S)
+    try:
+        with gate.busy():
+            return tuple(run_case(ex, mod, case, seed)[:2])
+    except torch.cuda.OutOfMemoryError as e:
+        raise RuntimeError(f"CUDA out of memory, and again after {config.OUT_OF_MEMORY_WAIT_S:g} s with this "
+                           f"process's cached memory given back (other processes on the GPU may hold it): "
+                           f"{_short_error(e)}") from None
+
+
 _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
 PAUSED_PHASE = "paused while another grading on this GPU timed"
 _KEPT_BYTES = 0  # GPU memory kept in torch's allocator between cases (main: RunOptions.case_memory_kept)
@@ -536,8 +560,7 @@ def main(cfg: dict) -> int:
         gate.slowest_call = 0.0  # this case's slowest call, against the limit on one (config.RUN_LIMIT_S)
         for label, seed in seeds:
             try:
-                with gate.busy():
-                    ok, msg, *_ = run_case(ex, mod, case, seed)
+                ok, msg = _case_run(ex, mod, case, seed, gate)
             except Exception as e:
                 ok, msg = False, _short_error(e)
                 if not _cuda_alive():
