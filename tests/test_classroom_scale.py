@@ -688,7 +688,7 @@ def test_the_sandboxs_gpu_check_runs_beside_the_start_and_is_waited_for_once(mon
         known = grade._sandbox_gpu_check(True, echoed.append)
         assert began and began[-1] - t0 < 0.25 and not echoed  # started at once, nothing waited for yet
         known()
-        known()
+        assert known() == answer  # (what each slot's processes are told: why not in the sandbox)
         assert echoed == [said] and time.monotonic() - t0 >= 0.3
     monkeypatch.setattr(sandbox, "_disabled", [])
     monkeypatch.setattr(sandbox, "check_gpu", slow_check(OSError("bwrap vanished")))

@@ -443,18 +443,13 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
                  f"(the first: {left[0][:200]})")
 
 
-def _sandbox_off(sandbox_known) -> str | None:
-    """Why the grading processes run without the sandbox (None: in it), once its GPU check has ended."""
-    sandbox_known()
-    return sandbox.available()
-
-
 def _sandbox_gpu_check(needed: bool, echo):
     """Whether CUDA works inside the sandbox (sandbox.check_gpu: a process of its own with torch and a
     CUDA context, 3-5 s), found in a thread beside the run's start (the runtime's copy, the warm-up build,
     the first preparations, the GPUs' calibration: none runs a submission's code). The call returned
     waits for it, turns the sandbox off where CUDA fails inside it (raises where the check itself failed),
-    and says where the submissions' code will run (once)."""
+    says where the submissions' code will run (once), and returns why it runs outside the sandbox (None:
+    inside), what each slot's processes are told."""
     found: list = []  # (problem or None, or the exception the check raised)
 
     def probe_gpu():
@@ -472,10 +467,10 @@ def _sandbox_gpu_check(needed: bool, echo):
         said.append(True)
         echo(sandbox.banner())
 
-    def known() -> None:
+    def known() -> str | None:
         with lock:
             if said:
-                return
+                return sandbox.available()
             if probe is not None:
                 probe.join()
                 if isinstance(found[0], BaseException):
@@ -484,6 +479,7 @@ def _sandbox_gpu_check(needed: bool, echo):
                     sandbox.disable(found[0])
             said.append(True)
             echo(sandbox.banner())  # where the submissions' code will run: in the sandbox, or plainly not
+            return sandbox.available()
 
     return known
 
@@ -656,7 +652,5 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     # (the warm processes' start overlaps the calibration; a run of Python exercises alone needs none)
     prime = functools.partial(prime_lane, opts) if gpu and any(e.learner_file != "python" for e in exs) else None
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
-                         sandbox_off=functools.partial(_sandbox_off, sandbox_known), lanes=lanes, gate_root=gates,
-                         prime=prime,
-                         setup_early=early)
+                         sandbox_off=sandbox_known, lanes=lanes, gate_root=gates, prime=prime, setup_early=early)
     return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors, "first_item_s": stats["first_item_s"]}
