@@ -1081,7 +1081,7 @@ def class_report(out: str | Path) -> str:
             if r.get("roster"):
                 same += ("; copies of one submission graded alike" if not unlike else
                          f"; **copies graded unlike**: {', '.join(unlike[:4])}")
-            procs = r.get("processes")  # (grading processes per submission; runs before 2026-11-28: 2)
+            procs = r.get("processes")  # (grading processes per submission; runs before af51a64 did not say: 2)
             md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)}"
                       + (f" x {procs} process{'es' if procs > 1 else ''}" if procs else "")
                       + f" | {r['environment']['date']}, "
