@@ -367,6 +367,9 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # The grading processes start now, beside the static checks and the build: their torch, CUDA
     # context and (for the launch check) profiler are ready by the time the module is. Not for a Python
     # module (its dependencies must be in view from the start) or a run under compute-sanitizer.
+    # (One process with the "kernels launched" check last in it, as class grading does, was slower here:
+    # CUPTI's start, 3.5-5.5 s, then comes after the timing, on the way to the verdict; at 23858ac on one
+    # H100 the worst check after an edit took 15.3 s so, 11.0 s with two: reports/learner-loop-ab-*.log.)
     warm, ncu_run = None, None
     t_warm = time.perf_counter()
     if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
