@@ -232,6 +232,75 @@ def test_a_grading_process_started_early_ends_when_its_check_is_gone(tmp_path):
     raise AssertionError("the early-started grading process outlived its check by a minute")
 
 
+def test_the_launch_checks_process_starts_its_gpu_part_after_the_first_process_is_ready(tmp_path):
+    """A learner's check starts two grading processes; the second (the "kernels launched" check's,
+    CUPTI started) makes its CUDA context only once the first has made its own (WARM_READY), or has
+    ended: side by side they held the first one back. Here the first is held stopped (SIGSTOP): the
+    second imports torch but goes no further; let go, the first says it is ready, then the second."""
+    import os
+    import signal
+    import time
+
+    from grader.check.supervise import RunOptions, WarmWorker, descendants
+    from grader.check.worker import PEER_READY, WARM_GO, WARM_READY
+
+    def signal_tree(warm, sig):  # the process and what runs under it (bubblewrap's sandbox, where used)
+        for pid in descendants(warm.proc.pid):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def wait(cond, what, limit=90):
+        deadline = time.monotonic() + limit
+        while not cond():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
+
+    first = WarmWorker(RunOptions())
+    time.sleep(0.3)  # (bubblewrap's child started)
+    signal_tree(first, signal.SIGSTOP)
+    second = WarmWorker(RunOptions(), profiler=True, after=first)
+    try:
+        time.sleep(8)  # (its torch imported meanwhile, on a slow host most of it)
+        assert not (second.tmp / WARM_GO).exists() and not (second.tmp / WARM_READY).exists()
+        assert second.proc.poll() is None
+        signal_tree(first, signal.SIGCONT)
+        wait(lambda: (second.tmp / WARM_READY).exists(), "the second process never got ready")
+        assert (first.tmp / WARM_READY).stat().st_mtime <= (second.tmp / WARM_GO).stat().st_mtime
+        assert (second.tmp / WARM_GO).stat().st_mtime <= (second.tmp / WARM_READY).stat().st_mtime
+        # and the first one's timing, which waits for it, is told
+        wait(lambda: (first.tmp / PEER_READY).exists(), "the first process was not told the second is ready")
+        assert (second.tmp / WARM_READY).stat().st_mtime <= (first.tmp / PEER_READY).stat().st_mtime
+        assert first.peer is second and second.peer is None
+    finally:
+        signal_tree(first, signal.SIGCONT)
+        first.discard()
+        second.discard()
+    # A first process that ends before it is ready (killed, crashed) lets the second go on.
+    first = WarmWorker(RunOptions())
+    second = WarmWorker(RunOptions(), profiler=True, after=first)
+    try:
+        time.sleep(0.3)
+        signal_tree(first, signal.SIGKILL)
+        wait(lambda: (second.tmp / WARM_READY).exists(), "the second process waited on a first one that had ended")
+        assert not (first.tmp / WARM_READY).exists()
+    finally:
+        first.discard()
+        second.discard()
+    first = WarmWorker(RunOptions())
+    second = WarmWorker(RunOptions(), profiler=True, after=first)
+    try:  # a second one gone before it is ready: the first one's timing is not kept waiting for it
+        time.sleep(0.3)
+        signal_tree(first, signal.SIGSTOP)
+        signal_tree(second, signal.SIGKILL)
+        wait(lambda: (first.tmp / PEER_READY).exists(), "the first process waits on a second one that has ended")
+        assert not (second.tmp / WARM_READY).exists()
+    finally:
+        first.discard()
+        second.discard()
+
+
 def test_a_grading_process_waiting_past_its_memory_limit_is_stopped(tmp_path):
     """Processes started ahead wait unsupervised (a class run's sanitizer processes may wait a whole
     run): one that grows past the host-memory limit meanwhile is stopped and its log says so; one

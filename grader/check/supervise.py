@@ -217,6 +217,16 @@ def copy_module(module_dir: str, folder: Path) -> str:
     return str(into)
 
 
+def _put(folder: Path, name: str) -> None:
+    """An empty file `name` in `folder`, whole (the process there polls for it); nothing where the
+    folder is gone (its process discarded)."""
+    try:
+        (folder / f".{name}").write_text("")
+        (folder / f".{name}").replace(folder / name)
+    except OSError:
+        pass
+
+
 class WarmWorker:
     """A grading process started before its submission is built: it imports torch and makes its CUDA
     context (seconds) while the parent runs the static checks and the build, then waits for its config
@@ -225,15 +235,19 @@ class WarmWorker:
     first session (CUPTI's start, ~4 s), for the "kernels launched" check alone: CUPTI, once started,
     stays in the process and slows every later launch (the cases ran 2-3x slower after it).
     `sanitize`: it runs under that compute-sanitizer tool, for the small cases' run under it (class
-    grading's lanes start one while the submission before is graded). `used`: run_worker took it."""
+    grading's lanes start one while the submission before is graded). `after`: another one started
+    with it, which comes first: this one imports torch at once but makes its CUDA context (and starts
+    CUPTI) only once that one has made its own (or ended, or this one's grading has come). `used`:
+    run_worker took it."""
 
-    def __init__(self, opts: RunOptions, profiler: bool = False, sanitize: str | None = None):
+    def __init__(self, opts: RunOptions, profiler: bool = False, sanitize: str | None = None,
+                 after: "WarmWorker | None" = None):
         self.tmp = Path(tempfile.mkdtemp(prefix="grader-"))
         self.config = self.tmp / "config.json"
         self.log = open(self.tmp / "output.log", "wb")
         self.sanitize, self.used = sanitize, False
         self.over_memory = 0  # bytes, where it was stopped while waiting (_WaitingWatch)
-        wait = ["--wait-profiler" if profiler else "--wait", str(self.config)]
+        wait = ["--wait-profiler" if profiler else "--wait", str(self.config), *(["--after"] if after else [])]
         env = toolchain.grading_env(opts.runtime_root)
         prefix = []
         if sanitize:
@@ -246,6 +260,26 @@ class WarmWorker:
                                      stderr=subprocess.STDOUT)
         if opts.memory_limit_gb:  # (once a grading takes it, run_worker's own watch applies)
             _WAITING.watch(self, opts.memory_limit_gb * 2**30)
+        self.peer = None  # a WarmWorker started `after` this one: this one's timing waits for it to be ready
+        if after is not None:
+            after.peer = self
+            threading.Thread(target=self._go_after, args=(after,), daemon=True, name="warm-after").start()
+
+    def _go_after(self, first: "WarmWorker") -> None:
+        """WARM_GO into this one's folder once `first` has its CUDA context (WARM_READY), has ended, or
+        this one is gone (its grading writes the config, which it also takes as the go); then PEER_READY
+        into `first`'s folder once this one is ready or gone."""
+        from .worker import PEER_READY, WARM_GO, WARM_READY
+
+        while not (first.tmp / WARM_READY).exists() and first.proc.poll() is None and self._waiting():
+            time.sleep(0.01)
+        _put(self.tmp, WARM_GO)
+        while not (self.tmp / WARM_READY).exists() and self._waiting():
+            time.sleep(0.01)
+        _put(first.tmp, PEER_READY)
+
+    def _waiting(self) -> bool:
+        return self.proc.poll() is None and self.tmp.exists()
 
     def discard(self) -> None:
         """Stop it if it is still waiting (nothing to grade, or it was used) and remove its folder."""
@@ -290,7 +324,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
                   "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None,
-                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept}
+                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept,
+                  "peer": getattr(warm, "peer", None) is not None}
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"

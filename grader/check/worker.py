@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 from .. import config
 from .gate import WorkerGate
@@ -584,6 +585,9 @@ def main(cfg: dict) -> int:
             return 1
         phase("side stream")
     if cfg.get("perf", True) and ex.perf_cases and part != "launches":
+        if cfg.get("peer"):  # the launch check's process makes its CUDA context and starts CUPTI: not beside the timing
+            _wait_for_peer(os.path.join(os.path.dirname(os.path.abspath(cfg["results"])), PEER_READY))
+            phase("waiting for the launch check's process to start")
         with gate.exclusive():  # every other grading on this GPU paused (class grading's lanes)
             if gate.enabled:
                 phase("waiting for the GPU alone")
@@ -622,12 +626,15 @@ def start_profiler() -> None:
         pass
 
 
-def warm_up(profiler: bool) -> None:
+def warm_up(profiler: bool, not_before: Callable[[], None] | None = None) -> None:
     """What a grading process pays before its first case, paid before the submission exists
     (`--wait`): torch and a CUDA context; with `profiler` (`--wait-profiler`, the process that only
-    checks which kernels ran), the profiler's first session too (CUPTI's start, seconds)."""
+    checks which kernels ran), the profiler's first session too (CUPTI's start, seconds). `not_before`:
+    called after torch's import, returns when the GPU part may start (WARM_GO)."""
     import torch
 
+    if not_before is not None:
+        not_before()
     if not torch.cuda.is_available():
         return
     torch.cuda.init()
@@ -643,22 +650,48 @@ def wait_for(path: str) -> dict:
     """The config, once the parent has written it (renamed into place whole). Its stdin is a pipe
     from the check that started it: at end of file that check is gone (a learner's Ctrl-C, a closed
     terminal), and nothing will come; nor after config.IDLE_WAIT_S: end."""
+    _wait_for_any([path])
+    return json.loads(open(path, encoding="utf-8").read())
+
+
+def _wait_for_any(paths: list[str]) -> None:
+    """Until one of `paths` exists (as wait_for: ends the process when its check is gone)."""
     import select
 
     give_up = time.monotonic() + config.IDLE_WAIT_S
-    while not os.path.exists(path):
+    while not any(os.path.exists(p) for p in paths):
         if time.monotonic() > give_up:
             os._exit(0)
         readable, _, _ = select.select([0], [], [], 0.01)
         if readable and not os.read(0, 1):
             os._exit(0)
-    return json.loads(open(path, encoding="utf-8").read())
+
+
+# Files in a waiting process's folder: WARM_READY, written by a `--wait` process once its CUDA context
+# is made; WARM_GO, written by the parent into a `--wait-profiler --after` process's folder, after
+# which it makes its CUDA context and starts CUPTI; PEER_READY, written by the parent into the first
+# one's folder once that second one is ready (or gone): the first one's timing waits for it, at most
+# config.PEER_WAIT_S (supervise.WarmWorker `after`).
+WARM_READY, WARM_GO, PEER_READY = "warm-ready", "warm-go", "peer-ready"
+
+
+def _wait_for_peer(path: str) -> None:
+    give_up = time.monotonic() + config.PEER_WAIT_S
+    while not os.path.exists(path) and time.monotonic() < give_up:
+        time.sleep(0.005)
 
 
 if __name__ == "__main__":
     try:
         if sys.argv[1] in ("--wait", "--wait-profiler"):  # started early (supervise.WarmWorker)
-            warm_up(profiler=sys.argv[1] == "--wait-profiler")
+            folder = os.path.dirname(os.path.abspath(sys.argv[2]))
+            go = None
+            if "--after" in sys.argv[3:]:  # its GPU part once the parent says (or the config is there)
+                go = lambda: _wait_for_any([os.path.join(folder, WARM_GO), sys.argv[2]])  # noqa: E731
+            warm_up(profiler=sys.argv[1] == "--wait-profiler", not_before=go)
+            with open(os.path.join(folder, f".{WARM_READY}"), "w"):
+                pass
+            os.replace(os.path.join(folder, f".{WARM_READY}"), os.path.join(folder, WARM_READY))
             cfg = wait_for(sys.argv[2])
         else:
             cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
