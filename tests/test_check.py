@@ -237,6 +237,7 @@ def test_the_launch_checks_process_starts_its_gpu_part_after_the_first_process_i
     CUPTI started) makes its CUDA context only once the first has made its own (WARM_READY), or has
     ended: side by side they held the first one back. Here the first is held stopped (SIGSTOP): the
     second imports torch but goes no further; let go, the first says it is ready, then the second."""
+    import contextlib
     import os
     import signal
     import time
@@ -257,11 +258,21 @@ def test_the_launch_checks_process_starts_its_gpu_part_after_the_first_process_i
             assert time.monotonic() < deadline, what
             time.sleep(0.05)
 
-    first = WarmWorker(RunOptions())
-    time.sleep(0.3)  # (bubblewrap's child started)
-    signal_tree(first, signal.SIGSTOP)
-    second = WarmWorker(RunOptions(), profiler=True, after=first)
-    try:
+    @contextlib.contextmanager
+    def pair(stop_first=False):  # the two processes of a check, the first held stopped where asked
+        first = WarmWorker(RunOptions())
+        time.sleep(0.3)  # (bubblewrap's child started)
+        if stop_first:
+            signal_tree(first, signal.SIGSTOP)
+        second = WarmWorker(RunOptions(), profiler=True, after=first)
+        try:
+            yield first, second
+        finally:
+            signal_tree(first, signal.SIGCONT)
+            first.discard()
+            second.discard()
+
+    with pair(stop_first=True) as (first, second):
         time.sleep(8)  # (its torch imported meanwhile, on a slow host most of it)
         assert not (second.tmp / WARM_GO).exists() and not (second.tmp / WARM_READY).exists()
         assert second.proc.poll() is None
@@ -273,32 +284,16 @@ def test_the_launch_checks_process_starts_its_gpu_part_after_the_first_process_i
         wait(lambda: (first.tmp / PEER_READY).exists(), "the first process was not told the second is ready")
         assert (second.tmp / WARM_READY).stat().st_mtime <= (first.tmp / PEER_READY).stat().st_mtime
         assert first.peer is second and second.peer is None
-    finally:
-        signal_tree(first, signal.SIGCONT)
-        first.discard()
-        second.discard()
     # A first process that ends before it is ready (killed, crashed) lets the second go on.
-    first = WarmWorker(RunOptions())
-    second = WarmWorker(RunOptions(), profiler=True, after=first)
-    try:
-        time.sleep(0.3)
+    with pair() as (first, second):
         signal_tree(first, signal.SIGKILL)
         wait(lambda: (second.tmp / WARM_READY).exists(), "the second process waited on a first one that had ended")
         assert not (first.tmp / WARM_READY).exists()
-    finally:
-        first.discard()
-        second.discard()
-    first = WarmWorker(RunOptions())
-    second = WarmWorker(RunOptions(), profiler=True, after=first)
-    try:  # a second one gone before it is ready: the first one's timing is not kept waiting for it
-        time.sleep(0.3)
-        signal_tree(first, signal.SIGSTOP)
+    # A second one gone before it is ready: the first one's timing is not kept waiting for it.
+    with pair(stop_first=True) as (first, second):
         signal_tree(second, signal.SIGKILL)
         wait(lambda: (first.tmp / PEER_READY).exists(), "the first process waits on a second one that has ended")
         assert not (second.tmp / WARM_READY).exists()
-    finally:
-        first.discard()
-        second.discard()
 
 
 def test_a_grading_process_waiting_past_its_memory_limit_is_stopped(tmp_path):
