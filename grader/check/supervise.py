@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import config, toolchain
 from ..spec import Exercise
 from . import sandbox
-from .gate import GpuGate, Supervised, calling_for
+from .gate import GpuGate, Supervised, _write, calling_for
 from .result import Result
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
@@ -221,8 +221,7 @@ def _put(folder: Path, name: str) -> None:
     """An empty file `name` in `folder`, whole (the process there polls for it); nothing where the
     folder is gone (its process discarded)."""
     try:
-        (folder / f".{name}").write_text("")
-        (folder / f".{name}").replace(folder / name)
+        _write(folder / name, "")
     except OSError:
         pass
 

@@ -18,9 +18,10 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from .. import config
-from .gate import WorkerGate
+from .gate import WorkerGate, _write
 from .ptx import spin
 
 
@@ -55,8 +56,6 @@ def _short_error(e: BaseException) -> str:
 def load_submission(ex, cfg):
     """The submission as `call` gets it: the built extension, or a Python-module exercise's
     module imported from its copy in the build cache. Its code first runs here."""
-    from pathlib import Path
-
     from .. import build
 
     if ex.learner_file == "python":
@@ -586,7 +585,7 @@ def main(cfg: dict) -> int:
         phase("side stream")
     if cfg.get("perf", True) and ex.perf_cases and part != "launches":
         if cfg.get("peer"):  # the launch check's process makes its CUDA context and starts CUPTI: not beside the timing
-            _wait_for_peer(os.path.join(os.path.dirname(os.path.abspath(cfg["results"])), PEER_READY))
+            _wait_for_peer(gate.folder / PEER_READY)
             phase("waiting for the launch check's process to start")
         with gate.exclusive():  # every other grading on this GPU paused (class grading's lanes)
             if gate.enabled:
@@ -654,7 +653,7 @@ def wait_for(path: str) -> dict:
     return json.loads(open(path, encoding="utf-8").read())
 
 
-def _wait_for_any(paths: list[str]) -> None:
+def _wait_for_any(paths: list) -> None:
     """Until one of `paths` exists (as wait_for: ends the process when its check is gone)."""
     import select
 
@@ -675,7 +674,7 @@ def _wait_for_any(paths: list[str]) -> None:
 WARM_READY, WARM_GO, PEER_READY = "warm-ready", "warm-go", "peer-ready"
 
 
-def _wait_for_peer(path: str) -> None:
+def _wait_for_peer(path: Path) -> None:
     give_up = time.monotonic() + config.PEER_WAIT_S
     while not os.path.exists(path) and time.monotonic() < give_up:
         time.sleep(0.005)
@@ -684,14 +683,12 @@ def _wait_for_peer(path: str) -> None:
 if __name__ == "__main__":
     try:
         if sys.argv[1] in ("--wait", "--wait-profiler"):  # started early (supervise.WarmWorker)
-            folder = os.path.dirname(os.path.abspath(sys.argv[2]))
+            folder = Path(sys.argv[2]).resolve().parent
             go = None
             if "--after" in sys.argv[3:]:  # its GPU part once the parent says (or the config is there)
-                go = lambda: _wait_for_any([os.path.join(folder, WARM_GO), sys.argv[2]])  # noqa: E731
+                go = lambda: _wait_for_any([folder / WARM_GO, sys.argv[2]])  # noqa: E731
             warm_up(profiler=sys.argv[1] == "--wait-profiler", not_before=go)
-            with open(os.path.join(folder, f".{WARM_READY}"), "w"):
-                pass
-            os.replace(os.path.join(folder, f".{WARM_READY}"), os.path.join(folder, WARM_READY))
+            _write(folder / WARM_READY, "")
             cfg = wait_for(sys.argv[2])
         else:
             cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
