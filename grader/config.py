@@ -63,10 +63,6 @@ CASE_MEMORY_KEPT_BYTES = 4 << 30
 # A correctness case that ran out of GPU memory is run once more after this many seconds, its process's
 # cached blocks given back (check/worker._case_run): the other processes on its GPU may have held it.
 OUT_OF_MEMORY_WAIT_S = 1.0
-# A learner's check: the longest its grading process's timing waits for the launch check's process (started
-# beside it, its CUDA context made and CUPTI started once the first one has its own) to be ready, so that
-# no CUDA context starts beside the timing (check/supervise.WarmWorker `after`).
-PEER_WAIT_S = 10.0
 # Host memory of one grading process in class grading.
 CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself

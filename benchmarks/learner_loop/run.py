@@ -40,6 +40,10 @@ def graded(eid: str, folder: Path) -> dict:
     return {"exercise": eid, "wall_s": round(wall, 2), "seconds": round(result.get("seconds", 0.0), 2),
             "verdict": result["verdict"],
             "timings": {k: round(v, 2) for k, v in result.get("timings", {}).items()},
+            "background": result.get("background", {}),
+            # each timed case's ratio against its graded baseline, and the ratio it needs
+            "performance": {i["name"]: [round(i["metrics"]["ratio"], 3), i["metrics"]["target"]] for i in result["items"]
+                            if i["group"] == "performance" and "ratio" in i.get("metrics", {})},
             "failed": [f"{i['group']}/{i['name']}: {i.get('detail', '')[:160]}" for i in result["items"]
                        if i["status"] == "fail"]}
 
@@ -56,6 +60,10 @@ def main():
             print(f"{eid:28s} {kind:5s} {row['wall_s']:6.1f} s (check {row.get('seconds', 0):.1f} s)  "
                   f"{row['verdict']:5s}  [{stages}]"
                   + (f"  FAILED {row['failed']}" if row.get("failed") else "") + f" {row.get('error', '')}", flush=True)
+            for process, stages in row.get("background", {}).items():
+                print(f"{'':34s} beside it, {process}: " + ", ".join(f"{k} at {v:.1f}" for k, v in stages.items()))
+            if row.get("performance"):
+                print(f"{'':34s} performance (ratio, needed): {row['performance']}")
     edits = [r for r in rows if r["check"] == "edit"]
     worst = max((r["wall_s"] for r in edits), default=0.0)
     report = {"commit": os.environ.get("COURSE_COMMIT", "unknown"), "target_s": TARGET_S, "worst_edit_s": worst,

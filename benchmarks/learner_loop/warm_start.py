@@ -5,7 +5,7 @@ import json, os, subprocess, sys, time
 from pathlib import Path
 sys.path.insert(0, os.getcwd())
 from grader.check.supervise import RunOptions, WarmWorker
-from grader.check.worker import WARM_READY, WARM_GO, PEER_READY
+from grader.check.worker import WARM_READY, WARM_GO
 
 STAGES = r'''
 import time, sys; t0 = time.perf_counter(); out = {}
@@ -43,7 +43,7 @@ opts = RunOptions()
 def pair_after():
     a = WarmWorker(opts); b = WarmWorker(opts, profiler=True, after=a)
     return (a, b), {"first ready": a.tmp / WARM_READY, "second go": b.tmp / WARM_GO,
-                    "second ready": b.tmp / WARM_READY, "peer ready": a.tmp / PEER_READY}
+                    "second ready": b.tmp / WARM_READY}
 def pair_together():
     a = WarmWorker(opts); b = WarmWorker(opts, profiler=True)
     return (a, b), {"first ready": a.tmp / WARM_READY, "second ready": b.tmp / WARM_READY}
@@ -57,7 +57,7 @@ for i in range(2):
     print("plain process stages", r.stdout.strip(), r.stderr[-300:])
 variant("first alone", first_alone)
 variant("profiler alone", profiler_alone)
-variant("pair, second after (HEAD)", pair_after)
+variant("pair, second after (the check's)", pair_after)
 variant("pair, together (23858ac)", pair_together)
 # stages with an env that may skip kineto's slow parts
 for env in ({"KINETO_LOG_LEVEL": "5"}, {"TORCH_CUDA_SANITIZER": "0", "KINETO_USE_DAEMON": "0"}):

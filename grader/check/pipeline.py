@@ -259,7 +259,7 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
     """Run a prepared submission on the GPU in its own process (if it built); then, if it ran
     clean, the small cases under opts.sanitizers, and ncu's bank-conflict count. `warm`: two
     processes started beforehand, one for everything but the "kernels launched" check, then one
-    for that check (its profiler must not slow the others); or one, for all of it. `ncu_run`: the bank-conflict count's
+    for that check, after the others (its profiler must not slow them); or one, for all of it. `ncu_run`: the bank-conflict count's
     process, started beforehand (_start_bank_conflict_run); the caller cancels it if it is not used.
     `warm_sanitizers`: {tool: WarmWorker(sanitize=tool)} started beforehand, taken if that tool runs
     (the caller discards what was used: WarmWorker.used)."""
@@ -270,10 +270,11 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
         # after the cases and the timing.
         pending = ncu_run or (_start_bank_conflict_run(opts) if ex.max_bank_conflicts is not None else None)
         try:
+            launches = None  # the "kernels launched" check's own process, where it has one: run last
             if warm is None or len(warm) == 1:  # one process: the "kernels launched" check last in it
                 run_worker(ex, prep, opts, warm=warm[0] if warm else None)
             elif run_worker(ex, prep, opts, warm=warm[0], part="no launches"):
-                run_worker(ex, prep, opts, warm=warm[1], part="launches")
+                launches = warm[1]
             ran_clean = not any(i.group == "correctness" and i.status == "fail" for i in prep.result.items)
             if ran_clean:  # never sanitize or profile a hanging or crashing kernel
                 for tool in opts.sanitizers:
@@ -286,6 +287,8 @@ def run(ex: Exercise, prep: Prepared, opts: RunOptions, warm: tuple[WarmWorker, 
                         _bank_conflict_check(ex, prep, prep.result, pending)
                     pending = None
                     prep.result.add_time("bank conflicts (ncu)", time.perf_counter() - t0)
+            if launches is not None:  # last: its process, CUPTI started, is the last one ready
+                run_worker(ex, prep, opts, warm=launches, part="launches")
         finally:
             if pending is not None:
                 pending.cancel()
@@ -357,7 +360,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     `sanitizers` runs them under these tools too, after a clean run (as class grading does).
     `gate`: the folder of the GPU's gate (check/gate.py) when other checks run beside this one on
     its GPU (the self-test; default: $COURSE_GPU_GATE, config.GATE_ENV): each timing has it alone."""
-    t0 = time.perf_counter()
+    t0, t0_wall = time.perf_counter(), time.time()
     toolchain.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
@@ -369,7 +372,10 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # module (its dependencies must be in view from the start) or a run under compute-sanitizer. The
     # launch check's process makes its CUDA context and starts CUPTI only after the first one has its
     # context (`after`): started side by side, it held the first one back, which was ready 0.9-4.6 s
-    # after the module at 23858ac (0.1 s without it beside: reports/learner-loop-ab-*.log).
+    # after the module at 23858ac (0.1 s without it beside: reports/learner-loop-ab-*.log). Its check
+    # comes last, after ncu's, and nothing waits for it before: at cb33999 the first one's timing waited
+    # until it was ready, 1.4-6.8 s after the cases in checks after an edit (worst 15.5 s on one H100:
+    # reports/learner-loop-cb33999-h100.log). What each did when: Result.background.
     # (One process with the "kernels launched" check last in it, as class grading does, was slower here:
     # CUPTI's start, 3.5-5.5 s, then comes after the timing, on the way to the verdict; at 23858ac on one
     # H100 the worst check after an edit took 15.3 s so, 11.0 s with two: reports/learner-loop-ab-*.log.)
@@ -401,7 +407,8 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
             prep = untouched
     finally:
         t_stop = time.perf_counter()
-        for w in warm or ():
+        for label, w in zip(("grading process", "launch check's process"), warm or ()):
+            prep.result.background[label] = {stage: round(t - t0_wall, 2) for stage, t in w.stages().items()}
             w.discard()
         if ncu_run is not None:
             ncu_run.cancel()  # (a no-op where it ran)

@@ -31,6 +31,9 @@ class Result:
     build_seconds: float | None = None
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds, in the order they ran
+    # what ran beside the stages: process -> stage -> seconds from the check's start to that stage's end
+    # (a learner's check: the grading processes started ahead, their torch, CUDA context and CUPTI)
+    background: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add(self, group, name, status, detail="", metrics=None):
         self.items.append(Item(group, name, status, detail, metrics or {}))
@@ -44,7 +47,11 @@ class Result:
         if not self.timings:
             return ""
         parts = [f"{stage} {s:.1f} s" for stage, s in self.timings.items()]
-        return "time: " + " · ".join(parts) + (f" · total {self.seconds:.1f} s" if self.seconds else "")
+        line = "time: " + " · ".join(parts) + (f" · total {self.seconds:.1f} s" if self.seconds else "")
+        for process, stages in self.background.items():
+            if stages:
+                line += f"\n  beside it, {process}: " + " · ".join(f"{s} at {t:.1f} s" for s, t in stages.items())
+        return line
 
     # ----------------------------------------------------------------- verdict
     @property
@@ -97,7 +104,7 @@ class Result:
     def as_dict(self) -> dict:
         return {"exercise": self.exercise, "source": self.source, "mode": self.mode, "verdict": self.verdict,
                 "build_seconds": self.build_seconds, "seconds": self.seconds, "timings": dict(self.timings),
-                "items": [i.__dict__ for i in self.items]}
+                "background": {p: dict(st) for p, st in self.background.items()}, "items": [i.__dict__ for i in self.items]}
 
     # --------------------------------------------------------------- rendering
     def _rows(self):

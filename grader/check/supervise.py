@@ -237,7 +237,7 @@ class WarmWorker:
     grading's lanes start one while the submission before is graded). `after`: another one started
     with it, which comes first: this one imports torch at once but makes its CUDA context (and starts
     CUPTI) only once that one has made its own (or ended, or this one's grading has come). `used`:
-    run_worker took it."""
+    run_worker took it. stages(): when each stage of its start ended."""
 
     def __init__(self, opts: RunOptions, profiler: bool = False, sanitize: str | None = None,
                  after: "WarmWorker | None" = None):
@@ -259,23 +259,27 @@ class WarmWorker:
                                      stderr=subprocess.STDOUT)
         if opts.memory_limit_gb:  # (once a grading takes it, run_worker's own watch applies)
             _WAITING.watch(self, opts.memory_limit_gb * 2**30)
-        self.peer = None  # a WarmWorker started `after` this one: this one's timing waits for it to be ready
         if after is not None:
-            after.peer = self
             threading.Thread(target=self._go_after, args=(after,), daemon=True, name="warm-after").start()
 
     def _go_after(self, first: "WarmWorker") -> None:
         """WARM_GO into this one's folder once `first` has its CUDA context (WARM_READY), has ended, or
-        this one is gone (its grading writes the config, which it also takes as the go); then PEER_READY
-        into `first`'s folder once this one is ready or gone."""
-        from .worker import PEER_READY, WARM_GO, WARM_READY
+        this one is gone (its grading writes the config, which it also takes as the go)."""
+        from .worker import WARM_GO, WARM_READY
 
         while not (first.tmp / WARM_READY).exists() and first.proc.poll() is None and self._waiting():
             time.sleep(0.01)
         _put(self.tmp, WARM_GO)
-        while not (self.tmp / WARM_READY).exists() and self._waiting():
-            time.sleep(0.01)
-        _put(first.tmp, PEER_READY)
+
+    def stages(self) -> dict:
+        """Stage -> when it ended (wall clock; worker.warm_up), as far as it got."""
+        from .worker import WARM_READY
+
+        try:
+            when = json.loads((self.tmp / WARM_READY).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return when
 
     def _waiting(self) -> bool:
         return self.proc.poll() is None and self.tmp.exists()
@@ -323,8 +327,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
                   "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None,
-                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept,
-                  "peer": getattr(warm, "peer", None) is not None}
+                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept}
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"

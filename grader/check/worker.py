@@ -584,9 +584,6 @@ def main(cfg: dict) -> int:
             return 1
         phase("side stream")
     if cfg.get("perf", True) and ex.perf_cases and part != "launches":
-        if cfg.get("peer"):  # the launch check's process makes its CUDA context and starts CUPTI: not beside the timing
-            _wait_for_peer(gate.folder / PEER_READY)
-            phase("waiting for the launch check's process to start")
         with gate.exclusive():  # every other grading on this GPU paused (class grading's lanes)
             if gate.enabled:
                 phase("waiting for the GPU alone")
@@ -625,24 +622,30 @@ def start_profiler() -> None:
         pass
 
 
-def warm_up(profiler: bool, not_before: Callable[[], None] | None = None) -> None:
+def warm_up(profiler: bool, not_before: Callable[[], None] | None = None) -> dict:
     """What a grading process pays before its first case, paid before the submission exists
     (`--wait`): torch and a CUDA context; with `profiler` (`--wait-profiler`, the process that only
     checks which kernels ran), the profiler's first session too (CUPTI's start, seconds). `not_before`:
-    called after torch's import, returns when the GPU part may start (WARM_GO)."""
+    called after torch's import, returns when the GPU part may start (WARM_GO). Returns when each
+    stage ended (stage -> wall-clock time), for the check's account of what ran beside it."""
     import torch
 
+    when = {"torch imported": time.time()}
     if not_before is not None:
         not_before()
+        when["told to go on"] = time.time()
     if not torch.cuda.is_available():
-        return
+        return when
     torch.cuda.init()
     torch.ones(8, device="cuda").sum().item()
+    when["CUDA context made"] = time.time()
     if profiler:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CUDA]):
             torch.ones(8, device="cuda").sum().item()
+        when["profiler started (CUPTI)"] = time.time()
+    return when
 
 
 def wait_for(path: str) -> dict:
@@ -667,17 +670,10 @@ def _wait_for_any(paths: list) -> None:
 
 
 # Files in a waiting process's folder: WARM_READY, written by a `--wait` process once its CUDA context
-# is made; WARM_GO, written by the parent into a `--wait-profiler --after` process's folder, after
-# which it makes its CUDA context and starts CUPTI; PEER_READY, written by the parent into the first
-# one's folder once that second one is ready (or gone): the first one's timing waits for it, at most
-# config.PEER_WAIT_S (supervise.WarmWorker `after`).
-WARM_READY, WARM_GO, PEER_READY = "warm-ready", "warm-go", "peer-ready"
-
-
-def _wait_for_peer(path: Path) -> None:
-    give_up = time.monotonic() + config.PEER_WAIT_S
-    while not os.path.exists(path) and time.monotonic() < give_up:
-        time.sleep(0.005)
+# is made (and CUPTI started), holding when each stage of its start ended (warm_up's JSON); WARM_GO,
+# written by the parent into a `--wait-profiler --after` process's folder, after which it makes its
+# CUDA context and starts CUPTI (supervise.WarmWorker `after`).
+WARM_READY, WARM_GO = "warm-ready", "warm-go"
 
 
 if __name__ == "__main__":
@@ -687,8 +683,8 @@ if __name__ == "__main__":
             go = None
             if "--after" in sys.argv[3:]:  # its GPU part once the parent says (or the config is there)
                 go = lambda: _wait_for_any([folder / WARM_GO, sys.argv[2]])  # noqa: E731
-            warm_up(profiler=sys.argv[1] == "--wait-profiler", not_before=go)
-            _write(folder / WARM_READY, "")
+            stages = warm_up(profiler=sys.argv[1] == "--wait-profiler", not_before=go)
+            _write(folder / WARM_READY, json.dumps(stages))
             cfg = wait_for(sys.argv[2])
         else:
             cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
