@@ -73,6 +73,32 @@ def test_extension_builds_without_a_gpu_and_reloads_from_cache():
     assert again.cached and again.name == first.name and again.seconds < 5
 
 
+def test_the_bindings_prelude_is_precompiled_with_flags_that_gcc_takes():
+    """A binding includes only its prelude of torch's headers (exports.BINDING_PRELUDE), which the first
+    build precompiles with the flags load_inline compiles bindings with: g++ takes it for a binding's
+    compile (-H marks a precompiled header it used with '!', -Winvalid-pch says why it would not), and
+    the binding works: a CPU tensor is refused with the binding's own message (torch's tensor caster
+    and TORCH_CHECK, from the prelude)."""
+    import shlex
+    import subprocess
+
+    import torch
+
+    built = build.build([Source("tests/twice_ext.cu", GOOD)], name="test_twice", quiet=True)
+    with pytest.raises(RuntimeError, match="'x' must be a CUDA tensor, got one on cpu"):
+        built.module.twice(torch.zeros(4), 4)
+    if not toolchain.load_inline_features()["no_implicit_headers"]:
+        pytest.skip("this torch's load_inline puts torch/extension.h first: its own precompiled header applies")
+    gch = build.precompiled_header()
+    assert gch.name == "course_binding_prelude.h.gch" and gch.exists()
+    ninja = dict(line.split(" = ", 1) for line in (built.binding_directory / "build.ninja").read_text().splitlines()
+                 if line.startswith(("cxx = ", "cflags = ")))
+    proc = subprocess.run([*shlex.split(ninja["cxx"]), "-H", "-Winvalid-pch", "-fsyntax-only", *shlex.split(ninja["cflags"]),
+                           str(built.binding_directory / "main.cpp")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"! {gch}" in proc.stderr, proc.stderr[:2000]
+
+
 def test_an_edit_links_the_cached_binding_and_loads_as_a_module_of_its_own():
     """An edited kernel's build reuses the binding's object (compiled once per set of prototypes);
     in a process that imported the first build, the second is a module of its own (Python would

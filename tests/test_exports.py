@@ -47,7 +47,7 @@ def test_bad_entry_points_are_explained(bad, message):
 
 def test_binding_checks_tensors_and_errors():
     text = generate_binding(parse_exports(SRC))
-    assert text.startswith("#include <torch/extension.h>")  # first, so the precompiled header applies
+    assert text.startswith("#include <course_binding_prelude.h>")  # first, so its precompiled form applies
     assert 'course_check_tensor(out, "out", at::kHalf, "scale_fp16", false)' in text  # contiguous only
     assert "cudaGetErrorString(err)" in text
     assert 'm.def("device_count", &py_device_count' in text

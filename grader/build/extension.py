@@ -5,10 +5,12 @@ of every input (sources, course headers, flags, torch, arch), so an edited kerne
 rebuilds, an unchanged one loads from the cache in well under a second, and a failed
 build leaves nothing behind.
 
-The binding (pybind11 over torch's headers: most of a cold build's time, ~7 of ~9 s) depends
-only on the entry points' prototypes, which an edit of a kernel's body leaves alone. It is
-compiled once per prototype set into an object of its own (ext/bindings/), by load_inline too,
-and each build of the kernels links that object in: an edited kernel costs nvcc and a link.
+The binding (pybind11 over torch's headers) depends only on the entry points' prototypes, which an
+edit of a kernel's body leaves alone. It is compiled once per prototype set into an object of its
+own (ext/bindings/), by load_inline too, and each build of the kernels links that object in: an
+edited kernel costs nvcc and a link. It includes only what it needs of torch (exports.BINDING_PRELUDE,
+a header of its own), which g++ precompiles once per torch install (_precompile_prelude): ~3.5 s a
+binding where torch/extension.h took ~9 s (precompiled too, and made in ~40 s against ~15 s).
 Every build sharing a binding is a Python module of the binding's name (its PyInit symbol),
 each in its own folder; they load side by side by path.
 
@@ -30,13 +32,13 @@ from pathlib import Path
 
 from .. import toolchain
 from .errors import BuildError, parse_first_error
-from .exports import Export, generate_binding, global_kernel_names, parse_exports
+from .exports import BINDING_PRELUDE, Export, generate_binding, global_kernel_names, parse_exports
 from .sass import assembler_deps_flags, dependency_files, foreign_files, reads_message, without_foreign_text
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
 
-# A trivial kernel built first: it makes the shared precompiled torch header before parallel builds.
+# A trivial kernel built first: it makes the shared precompiled header before parallel builds.
 WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
-BINDING_VERSION = "4"  # bump when generate_binding's output, or how it is built, changes
+BINDING_VERSION = "5"  # bump when generate_binding's output, or how it is built, changes
 
 
 BUILDING = threading.Event()  # set while a build prints its progress (the CLI's ticker keeps quiet)
@@ -49,8 +51,8 @@ class _Progress:
 
     def __init__(self, what: str, quiet: bool, first_pch: bool = False):
         self.what, self.quiet, self.t0 = what, quiet, time.perf_counter()
-        why = ("nvcc + g++; this first build also compiles torch's precompiled header, once per torch "
-               "install: about 1-3 min, more on a few cores" if first_pch else "nvcc + g++, cached afterwards")
+        why = ("nvcc + g++; this first build also precompiles torch's headers, once per torch install: "
+               "about 15-60 s" if first_pch else "nvcc + g++, cached afterwards")
         self.line = f"Building {what} ({why})..."
         self.tick_s = _tick_interval()
         self._done = threading.Event()
@@ -275,6 +277,7 @@ def prebuild_binding(source, name: str) -> Path:
     exports, _ = _entry_points([source], source.path)
     binding, arch, features, import_name = _binding_for([source], exports, name)
     torch_include, use_pch = _torch_pch(features)
+    _precompile_prelude(arch, features)
     return _binding_object(binding, import_name, arch, features, torch_include, use_pch, source.path, [source])
 
 
@@ -290,12 +293,93 @@ def _binding_for(sources, exports, name: str) -> tuple[str, str, dict, str]:
 
 
 def _torch_pch(features: dict) -> tuple[Path, bool]:
-    """torch's include folder, and whether builds use its precompiled extension.h (load_inline can, and
-    the folder is writable: the header is made there once per torch install)."""
+    """torch's include folder, and whether builds use its precompiled extension.h: only where load_inline
+    puts torch/extension.h first in every binding (a torch without no_implicit_headers), can precompile
+    it, and the folder is writable (the header is made there once per torch install). Elsewhere the
+    binding's own prelude is precompiled instead (_precompile_prelude)."""
     import torch
 
     torch_include = Path(torch.__file__).parent / "include" / "torch"
-    return torch_include, bool(features["use_pch"] and os.access(torch_include, os.W_OK))
+    return torch_include, bool(features["use_pch"] and not features["no_implicit_headers"]
+                               and os.access(torch_include, os.W_OK))
+
+
+PRELUDE_FILE = "course_binding_prelude.h"  # exports.BINDING_PRELUDE, which every binding includes first
+
+
+def _prelude_dir() -> Path:
+    """The folder of the binding's prelude header (on every build's include path), written once: its
+    name is a hash of the header, torch, CUDA and the compiler, so its precompiled form beside it is
+    made anew for another torch install."""
+    import torch
+    from torch.utils import cpp_extension
+
+    key = content_hash([], [BINDING_PRELUDE, torch.__version__, str(torch.version.cuda), cpp_extension.get_cxx_compiler()])
+    folder = toolchain.cache_dir() / "prelude" / key
+    header = folder / PRELUDE_FILE
+    if not header.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = header.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(BINDING_PRELUDE)
+        tmp.replace(header)
+    return folder
+
+
+def precompiled_header() -> Path:
+    """The precompiled header builds use here, made by the first build: the prelude's (g++ reads it in
+    place of the header), or torch/extension.h's where load_inline puts that first (_torch_pch)."""
+    torch_include, use_pch = _torch_pch(toolchain.load_inline_features())
+    return torch_include / "extension.h.gch" if use_pch else _prelude_dir() / f"{PRELUDE_FILE}.gch"
+
+
+def _prelude_to_make(features: dict) -> bool:
+    """Whether the prelude's precompiled form is still to be made (_precompile_prelude): not where
+    load_inline puts torch/extension.h first or the compiler is not g++, nor after a failure."""
+    from torch.utils import cpp_extension
+
+    gch = _prelude_dir() / f"{PRELUDE_FILE}.gch"
+    is_gcc = getattr(cpp_extension, "check_compiler_is_gcc", None)
+    return (features["no_implicit_headers"] and not gch.exists() and not gch.with_name(PRELUDE_FAILED).exists()
+            and bool(is_gcc and is_gcc(cpp_extension.get_cxx_compiler())))
+
+
+PRELUDE_FAILED = "precompile-failed.txt"  # beside the prelude: why g++ could not precompile it
+
+
+def _precompile_prelude(arch: str, features: dict) -> None:
+    """The prelude precompiled by g++, once per torch install (~15 s, ~315 MB), with exactly the flags
+    load_inline compiles a binding with (g++ ignores a precompiled header made with others): read from
+    the build file load_inline writes for an empty module (torch's flags differ between versions, e.g.
+    -std). A failure leaves the header as it is, compiled from its text (slower), and is not tried
+    again (PRELUDE_FAILED says why)."""
+    import shlex
+    import subprocess
+
+    from torch.utils import cpp_extension
+
+    if not _prelude_to_make(features):
+        return
+    gch = _prelude_dir() / f"{PRELUDE_FILE}.gch"
+    failed = gch.with_name(PRELUDE_FAILED)
+    with _module_lock(gch.parent / "gch"):
+        if gch.exists() or failed.exists():
+            return
+        probe = gch.parent / "flags"
+        try:
+            probe.mkdir(exist_ok=True)
+            _load_inline(cpp_extension, dict(_inline_kwargs("course_prelude_flags", probe, arch, features),
+                                             cpp_sources=[""]), False)
+            ninja = dict(line.split(" = ", 1) for line in (probe / "build.ninja").read_text().splitlines()
+                         if line.startswith(("cxx = ", "cflags = ")))
+            tmp = gch.with_name(f"{gch.name}.{os.getpid()}.tmp")
+            flags = [f for f in shlex.split(ninja["cflags"]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+            subprocess.run([*shlex.split(ninja["cxx"]), "-x", "c++-header", str(gch.with_suffix("")), "-o", str(tmp),
+                            *flags], check=True, capture_output=True, text=True)
+            tmp.replace(gch)
+        except (OSError, KeyError, RuntimeError, subprocess.CalledProcessError) as e:
+            failed.write_text(f"{type(e).__name__}: {getattr(e, 'stderr', None) or e}"[-4000:])
+        finally:
+            shutil.rmtree(probe, ignore_errors=True)
 
 
 def binding_key(binding: str, arch: str, features: dict) -> str:
@@ -310,7 +394,7 @@ def binding_key(binding: str, arch: str, features: dict) -> str:
 def _inline_kwargs(name: str, build_dir: Path, arch: str, features: dict, flags=()) -> dict:
     """load_inline's arguments shared by the binding's build and the kernels' builds."""
     kwargs = dict(name=name, extra_cuda_cflags=_cuda_cflags(arch) + list(flags),
-                  extra_include_paths=[str(toolchain.INCLUDE), *toolchain.extra_include_dirs()],
+                  extra_include_paths=[str(toolchain.INCLUDE), *toolchain.extra_include_dirs(), str(_prelude_dir())],
                   build_directory=str(build_dir), verbose=False, with_cuda=True)
     if features["no_implicit_headers"]:
         kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
@@ -356,7 +440,7 @@ def _build(sources, what, binding, arch, features, flags, module_name, import_na
     build_dir.mkdir(parents=True, exist_ok=True)
 
     torch_include, use_pch = _torch_pch(features)
-    first_pch = use_pch and not (torch_include / "extension.h.gch").exists()
+    first_pch = not (torch_include / "extension.h.gch").exists() if use_pch else _prelude_to_make(features)
     # main.cpp is empty: the binding comes in as its cached object. use_pch stays on where it
     # was (load_inline deletes the shared precompiled header when told use_pch=False).
     kwargs = dict(_inline_kwargs(import_name, build_dir, arch, features, flags),
@@ -370,6 +454,7 @@ def _build(sources, what, binding, arch, features, flags, module_name, import_na
     if use_pch:
         kwargs["use_pch"] = True
     with _build_lock, _Progress(what, quiet, first_pch) as progress:
+        _precompile_prelude(arch, features)
         if not own_binding:
             obj = _binding_object(binding, import_name, arch, features, torch_include, use_pch, what, sources)
             kwargs["extra_ldflags"] = [str(obj), *map(str, linked)]

@@ -1,5 +1,5 @@
 // The smallest course extension: the GPU verification builds it first, so that the
-// one-time precompiled torch header is not counted in any day's build time.
+// one-time precompiled header (the binding's torch headers) is not counted in any day's build time.
 #include "course/common.cuh"
 
 __global__ void warmup_kernel(float* x) { x[threadIdx.x] = 0.0f; }

@@ -138,7 +138,7 @@ def _build_in_subprocess(job: dict) -> dict:
 
 
 def _warm_up() -> dict:
-    """The first build after a torch install also makes the precompiled torch header: do it
+    """The first build after a torch install also makes the precompiled header: do it
     with a build of its own, before the builds that are measured or run side by side."""
     return _build_in_subprocess({"label": "warm-up", "file": str(build.WARMUP_SOURCE),
                                  "name": "warmup"})
@@ -152,11 +152,9 @@ def measure_builds(log, scope: Scope) -> dict:
     """Everything the run needs, built cold into the run's fresh cache (in parallel: a
     day is one extension, so days and exercises build side by side), then each day's
     extension loaded again from the cache in a fresh process."""
-    import torch
-
     jobs = _build_jobs(scope)
-    pch_existed = (Path(torch.__file__).parent / "include" / "torch" / "extension.h.gch").exists()
-    # The precompiled torch header is made once per torch install, by the first build:
+    pch_existed = build.precompiled_header().exists()
+    # The precompiled header is made once per torch install, by the first build:
     # make it with a build of its own, so that the figures below are what a learner
     # waits for each day.
     first = _warm_up()
@@ -493,7 +491,7 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     report: dict = {"environment": _env_info(), "pytest": {}, "only": scope.only}
     log(json.dumps(report["environment"]))
     first = _warm_up()
-    log(f"first build (precompiled torch header): {first['wall_s']:.0f} s")
+    log(f"first build (precompiled header): {first['wall_s']:.0f} s")
     took = toolchain.write_bytecode()  # (where the install keeps none: the grading processes' start)
     if took is not None:
         log(f"grading processes' bytecode (the install has none): {took:.0f} s")
@@ -690,8 +688,8 @@ def _markdown(report: dict) -> str:
         cached = {c["label"]: c for c in b["cached"]}
         out += ["", "## Build times", "",
                 f"First extension: {b['first_build_with_pch_s']:.1f} s "
-                + ("(the precompiled torch header was already there). " if b.get("pch_existed") else
-                   "(including the precompiled torch header, made once per torch install). ")
+                + ("(the precompiled header was already there). " if b.get("pch_existed") else
+                   "(including the precompiled header of the binding's torch headers, made once per torch install). ")
                 + f"Then all extensions built cold, up to 8 at a time "
                 f"(a day's kernel versions are one extension; targets: cold <= {b['target_cold_s']:.0f} s, "
                 f"cached <= {b['target_cached_s']:.0f} s).", "",
@@ -749,10 +747,10 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     roster = synthetic_class(ex, students, subs)
     # Every run builds cold (as an instructor's first run does), so runs on 1 and N GPUs compare.
     os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
-    # torch's precompiled header is made once per torch install, not per class: made here first, it
-    # is not charged to this class's preparation (on a fresh machine its 40 s held up every build).
+    # The precompiled header is made once per torch install, not per class: made here first (this fresh
+    # cache holds it), it is not charged to this class's preparation (it held up every build).
     first = _warm_up()
-    print(f"first build (torch's precompiled header if missing): {first['wall_s']:.1f} s", flush=True)
+    print(f"first build (the precompiled header): {first['wall_s']:.1f} s", flush=True)
     # So is torch's bytecode, where the install keeps none (a container's; a pip or conda install has it):
     # written here, as on an instructor's host after its first run, not charged to the class (10 s on an H100 host).
     took = toolchain.write_bytecode()
