@@ -158,7 +158,8 @@ class Result:
                        f"<td style='{cell}'><div style='white-space:pre-wrap;{cell}'>{_words(i.detail)}</div></td></tr>")
         out.append("</table>")
         if self.timing_line():
-            out.append(f"<p style='color:{COLOR['skip']};font-size:smaller'>{html.escape(self.timing_line())}</p>")
+            out.append(f"<p style='color:{COLOR['skip']};font-size:smaller;white-space:pre-wrap'>"
+                       f"{html.escape(self.timing_line())}</p>")
         out.append("</div>")
         return "".join(out)
 
