@@ -330,6 +330,23 @@ def test_a_learner_checks_launch_check_runs_last_after_the_bank_conflict_count(m
     assert result.as_dict()["background"] == result.background
 
 
+def test_a_grading_processs_account_of_its_start_is_read_as_data_or_not_at_all(tmp_path):
+    """WARM_READY lies in the folder the learner's code may write once it runs there: what the check
+    reads from it (Result.background) is a few stage names with numbers, or nothing."""
+    from grader.check.supervise import WarmWorker
+    from grader.check.worker import WARM_READY
+
+    w = object.__new__(WarmWorker)  # (its folder alone: no process)
+    w.tmp = tmp_path
+    assert w.stages() == {}
+    for text, expected in [('{"torch imported": 1.5, "CUDA context made": 2}', {"torch imported": 1.5, "CUDA context made": 2.0}),
+                           ('{"a": "1", "b": true, "c": [1], "d": 3}', {"d": 3.0}),
+                           ("[1, 2]", {}), ("{not json", {}), ('{"x": ' + "1" * 5000 + "}", {}),
+                           (str({f"s{i}": i for i in range(20)}).replace("'", '"'), {})]:
+        (tmp_path / WARM_READY).write_text(text)
+        assert w.stages() == expected, text
+
+
 def test_a_grading_process_waiting_past_its_memory_limit_is_stopped(tmp_path):
     """Processes started ahead wait unsupervised (a class run's sanitizer processes may wait a whole
     run): one that grows past the host-memory limit meanwhile is stopped and its log says so; one

@@ -309,12 +309,15 @@ PRELUDE_FILE = "course_binding_prelude.h"  # exports.BINDING_PRELUDE, which ever
 
 def _prelude_dir() -> Path:
     """The folder of the binding's prelude header (on every build's include path), written once: its
-    name is a hash of the header, torch, CUDA and the compiler, so its precompiled form beside it is
-    made anew for another torch install."""
+    name is a hash of the header, torch, CUDA and the compiler (not of the course's headers, which it
+    does not read), so its precompiled form beside it is made anew for another torch install only."""
+    import hashlib
+
     import torch
     from torch.utils import cpp_extension
 
-    key = content_hash([], [BINDING_PRELUDE, torch.__version__, str(torch.version.cuda), cpp_extension.get_cxx_compiler()])
+    key = hashlib.sha256("\0".join([BINDING_PRELUDE, torch.__version__, str(torch.version.cuda),
+                                    cpp_extension.get_cxx_compiler()]).encode()).hexdigest()[:16]
     folder = toolchain.cache_dir() / "prelude" / key
     header = folder / PRELUDE_FILE
     if not header.exists():
@@ -376,7 +379,7 @@ def _precompile_prelude(arch: str, features: dict) -> None:
             subprocess.run([*shlex.split(ninja["cxx"]), "-x", "c++-header", str(gch.with_suffix("")), "-o", str(tmp),
                             *flags], check=True, capture_output=True, text=True)
             tmp.replace(gch)
-        except (OSError, KeyError, RuntimeError, subprocess.CalledProcessError) as e:
+        except (OSError, KeyError, ValueError, RuntimeError, subprocess.CalledProcessError) as e:
             failed.write_text(f"{type(e).__name__}: {getattr(e, 'stderr', None) or e}"[-4000:])
         finally:
             shutil.rmtree(probe, ignore_errors=True)

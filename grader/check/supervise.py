@@ -271,15 +271,21 @@ class WarmWorker:
             time.sleep(0.01)
         _put(self.tmp, WARM_GO)
 
-    def stages(self) -> dict:
-        """Stage -> when it ended (wall clock; worker.warm_up), as far as it got."""
+    def stages(self) -> dict[str, float]:
+        """Stage -> when it ended (wall clock; worker.warm_up), as far as it got. The file is in the
+        folder the learner's code may write once it runs there: anything but a few stage names with
+        their times reads as nothing."""
         from .worker import WARM_READY
 
         try:
-            when = json.loads((self.tmp / WARM_READY).read_text(encoding="utf-8"))
+            with open(self.tmp / WARM_READY, encoding="utf-8") as f:
+                when = json.loads(f.read(4096))
         except (OSError, ValueError):
             return {}
-        return when
+        if not isinstance(when, dict) or len(when) > 8:
+            return {}
+        return {k: float(v) for k, v in when.items()
+                if isinstance(k, str) and len(k) < 64 and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     def _waiting(self) -> bool:
         return self.proc.poll() is None and self.tmp.exists()
