@@ -347,6 +347,62 @@ def test_a_grading_processs_account_of_its_start_is_read_as_data_or_not_at_all(t
         assert w.stages() == expected, text
 
 
+def test_the_kernels_a_call_launched_come_from_the_light_session_or_else_torch_profiler(monkeypatch):
+    """worker.kernels_launched: from torch.autograd.profiler's CUDA session (no torch._inductor import)
+    where it saw kernels; where it saw none or could not run, the call goes once more under
+    torch.profiler.profile, whose answer counts; an error of the call itself comes from there."""
+    import contextlib
+    import types
+
+    import torch
+    import torch.profiler
+
+    from grader.check import worker
+
+    def events(*names):
+        return [types.SimpleNamespace(name=n, device_type="DeviceType.CUDA") for n in names] + \
+            [types.SimpleNamespace(name="aten::empty", device_type="DeviceType.CPU")]
+
+    light, full, runs = [], [], []
+
+    @contextlib.contextmanager
+    def light_session():
+        if light and isinstance(light[0], Exception):
+            raise light[0]
+        yield types.SimpleNamespace(function_events=events(*light))
+
+    class FullSession:
+        def __init__(self, activities):
+            assert activities == [torch.profiler.ProfilerActivity.CUDA]
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def events(self):
+            return events(*full)
+
+    monkeypatch.setattr(worker, "_cuda_session", light_session)
+    monkeypatch.setattr(torch.profiler, "profile", FullSession)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    light[:], full[:] = ["my_kernel<float>"], ["never asked"]
+    assert worker.kernels_launched(lambda: runs.append(1)) == ["my_kernel<float>"] and runs == [1]
+    light[:], full[:], runs[:] = [], ["Memcpy DtoD"], []
+    assert worker.kernels_launched(lambda: runs.append(1)) == ["Memcpy DtoD"] and runs == [1, 1]
+    light[:], full[:] = [TypeError("an older torch")], ["my_kernel<float>"]
+    assert worker.kernels_launched(lambda: None) == ["my_kernel<float>"]
+    light[:], full[:] = ["my_kernel<float>"], []
+
+    def crashes():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        worker.kernels_launched(crashes)
+    light[:], full[:] = [], []
+    assert worker.kernels_launched(lambda: None) == []
+
+
 def test_a_grading_process_waiting_past_its_memory_limit_is_stopped(tmp_path):
     """Processes started ahead wait unsupervised (a class run's sanitizer processes may wait a whole
     run): one that grows past the host-memory limit meanwhile is stopped and its log says so; one

@@ -377,8 +377,10 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # until it was ready, 1.4-6.8 s after the cases in checks after an edit (worst 15.5 s on one H100:
     # reports/learner-loop-cb33999-h100.log). What each did when: Result.background.
     # (One process with the "kernels launched" check last in it, as class grading does, was slower here:
-    # CUPTI's start, 3.5-5.5 s, then comes after the timing, on the way to the verdict; at 23858ac on one
-    # H100 the worst check after an edit took 15.3 s so, 11.0 s with two: reports/learner-loop-ab-*.log.)
+    # the profiler's start, 3.5-5.5 s, then comes after the timing, on the way to the verdict; at 23858ac on
+    # one H100 the worst check after an edit took 15.3 s so, 11.0 s with two: reports/learner-loop-ab-*.log.
+    # Most of that start was torch.profiler's first session importing torch._inductor, not CUPTI:
+    # reports/cupti-start-f23237f-h100.log; worker._cuda_session avoids it, not yet measured in a check.)
     warm, ncu_run = None, None
     t_warm = time.perf_counter()
     if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
