@@ -79,7 +79,6 @@ def test_the_bindings_prelude_is_precompiled_with_flags_that_gcc_takes():
     compile (-H marks a precompiled header it used with '!', -Winvalid-pch says why it would not), and
     the binding works: a CPU tensor is refused with the binding's own message (torch's tensor caster
     and TORCH_CHECK, from the prelude)."""
-    import shlex
     import subprocess
 
     import torch
@@ -91,10 +90,9 @@ def test_the_bindings_prelude_is_precompiled_with_flags_that_gcc_takes():
         pytest.skip("this torch's load_inline puts torch/extension.h first: its own precompiled header applies")
     gch = build.precompiled_header()
     assert gch.name == "course_binding_prelude.h.gch" and gch.exists()
-    ninja = dict(line.split(" = ", 1) for line in (built.binding_directory / "build.ninja").read_text().splitlines()
-                 if line.startswith(("cxx = ", "cflags = ")))
-    proc = subprocess.run([*shlex.split(ninja["cxx"]), "-H", "-Winvalid-pch", "-fsyntax-only", *shlex.split(ninja["cflags"]),
-                           str(built.binding_directory / "main.cpp")], capture_output=True, text=True, timeout=300)
+    cxx, cflags = build.extension.compile_command(built.binding_directory)
+    proc = subprocess.run([*cxx, "-H", "-Winvalid-pch", "-fsyntax-only", *cflags, str(built.binding_directory / "main.cpp")],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"! {gch}" in proc.stderr, proc.stderr[:2000]
 

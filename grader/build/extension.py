@@ -328,11 +328,26 @@ def _prelude_dir() -> Path:
     return folder
 
 
+def _prelude_gch() -> Path:
+    """The prelude's precompiled form, beside it (g++ reads it in place of the header)."""
+    return _prelude_dir() / f"{PRELUDE_FILE}.gch"
+
+
 def precompiled_header() -> Path:
-    """The precompiled header builds use here, made by the first build: the prelude's (g++ reads it in
-    place of the header), or torch/extension.h's where load_inline puts that first (_torch_pch)."""
+    """The precompiled header builds use here, made by the first build: the prelude's, or
+    torch/extension.h's where load_inline puts that first (_torch_pch)."""
     torch_include, use_pch = _torch_pch(toolchain.load_inline_features())
-    return torch_include / "extension.h.gch" if use_pch else _prelude_dir() / f"{PRELUDE_FILE}.gch"
+    return torch_include / "extension.h.gch" if use_pch else _prelude_gch()
+
+
+def compile_command(build_dir: Path) -> tuple[list[str], list[str]]:
+    """The C++ compiler and the flags load_inline compiles a build's main.cpp with, from the build
+    file it wrote in `build_dir` (torch's flags differ between versions, e.g. -std)."""
+    import shlex
+
+    ninja = dict(line.split(" = ", 1) for line in (build_dir / "build.ninja").read_text().splitlines()
+                 if line.startswith(("cxx = ", "cflags = ")))
+    return shlex.split(ninja["cxx"]), shlex.split(ninja["cflags"])
 
 
 def _prelude_to_make(features: dict) -> bool:
@@ -340,7 +355,7 @@ def _prelude_to_make(features: dict) -> bool:
     load_inline puts torch/extension.h first or the compiler is not g++, nor after a failure."""
     from torch.utils import cpp_extension
 
-    gch = _prelude_dir() / f"{PRELUDE_FILE}.gch"
+    gch = _prelude_gch()
     is_gcc = getattr(cpp_extension, "check_compiler_is_gcc", None)
     return (features["no_implicit_headers"] and not gch.exists() and not gch.with_name(PRELUDE_FAILED).exists()
             and bool(is_gcc and is_gcc(cpp_extension.get_cxx_compiler())))
@@ -351,18 +366,16 @@ PRELUDE_FAILED = "precompile-failed.txt"  # beside the prelude: why g++ could no
 
 def _precompile_prelude(arch: str, features: dict) -> None:
     """The prelude precompiled by g++, once per torch install (~15 s, ~315 MB), with exactly the flags
-    load_inline compiles a binding with (g++ ignores a precompiled header made with others): read from
-    the build file load_inline writes for an empty module (torch's flags differ between versions, e.g.
-    -std). A failure leaves the header as it is, compiled from its text (slower), and is not tried
-    again (PRELUDE_FAILED says why)."""
-    import shlex
+    load_inline compiles a binding with (g++ ignores a precompiled header made with others): those of
+    the build file load_inline writes for an empty module (compile_command). A failure leaves the
+    header as it is, compiled from its text (slower), and is not tried again (PRELUDE_FAILED says why)."""
     import subprocess
 
     from torch.utils import cpp_extension
 
     if not _prelude_to_make(features):
         return
-    gch = _prelude_dir() / f"{PRELUDE_FILE}.gch"
+    gch = _prelude_gch()
     failed = gch.with_name(PRELUDE_FAILED)
     with _module_lock(gch.parent / "gch"):
         if gch.exists() or failed.exists():
@@ -372,12 +385,11 @@ def _precompile_prelude(arch: str, features: dict) -> None:
             probe.mkdir(exist_ok=True)
             _load_inline(cpp_extension, dict(_inline_kwargs("course_prelude_flags", probe, arch, features),
                                              cpp_sources=[""]), False)
-            ninja = dict(line.split(" = ", 1) for line in (probe / "build.ninja").read_text().splitlines()
-                         if line.startswith(("cxx = ", "cflags = ")))
+            cxx, cflags = compile_command(probe)
             tmp = gch.with_name(f"{gch.name}.{os.getpid()}.tmp")
-            flags = [f for f in shlex.split(ninja["cflags"]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
-            subprocess.run([*shlex.split(ninja["cxx"]), "-x", "c++-header", str(gch.with_suffix("")), "-o", str(tmp),
-                            *flags], check=True, capture_output=True, text=True)
+            flags = [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+            subprocess.run([*cxx, "-x", "c++-header", str(gch.with_suffix("")), "-o", str(tmp), *flags],
+                           check=True, capture_output=True, text=True)
             tmp.replace(gch)
         except (OSError, KeyError, ValueError, RuntimeError, subprocess.CalledProcessError) as e:
             failed.write_text(f"{type(e).__name__}: {getattr(e, 'stderr', None) or e}"[-4000:])

@@ -231,7 +231,7 @@ class WarmWorker:
     context (seconds) while the parent runs the static checks and the build, then waits for its config
     file. Nothing submitted exists when it starts; it gets the built module as a copy in its own
     scratch folder, the one folder it may write (sandbox.py). `profiler`: it also runs the profiler's
-    first session (CUPTI's start, ~4 s), for the "kernels launched" check alone: CUPTI, once started,
+    first session (kineto's and CUPTI's start), for the "kernels launched" check alone: CUPTI, once started,
     stays in the process and slows every later launch (the cases ran 2-3x slower after it).
     `sanitize`: it runs under that compute-sanitizer tool, for the small cases' run under it (class
     grading's lanes start one while the submission before is graded). `after`: another one started
