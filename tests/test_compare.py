@@ -121,3 +121,31 @@ def test_an_output_of_several_real_chunks_on_the_gpu():
     before = expected.clone()
     expected.view(-1)[-1] = 0.5 if float(before.view(-1)[-1]) != 0.5 else 0.25
     assert unchanged("x", before, expected) == "input 'x' was modified: 1 elements changed, first at [4999, 8191]"
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (1,), (4, 1, 6), ()])
+def test_positions_are_torch_unravel_index(shape):
+    from grader.check.compare import _positions
+
+    n = 1
+    for size in shape:
+        n *= size
+    coords = torch.unravel_index(torch.arange(n), shape)
+    assert _positions(shape, list(range(n))) == [[int(c[j]) for c in coords] for j in range(n)]
+
+
+def test_a_failing_comparison_imports_nothing_heavy():
+    """A failing case's message is built without torch.unravel_index, whose import of sympy and
+    mpmath (487 modules) cost each failing grading process 3 s on an H100 host."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\nfrom grader.check.compare import compare, unchanged\n"
+            "a = torch.zeros(3, 4)\nb = a.clone(); b[2, 1] = 1\n"
+            "before = set(sys.modules)\n"
+            "assert '[2, 1]' in compare('out', b, a, 0, 0).message()\n"
+            "assert 'first at [2, 1]' in unchanged('x', a, b)\n"
+            "new = set(sys.modules) - before\n"
+            "assert not new, sorted(new)[:10]\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
