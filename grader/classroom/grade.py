@@ -652,5 +652,6 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     # (the warm processes' start overlaps the calibration; a run of Python exercises alone needs none)
     prime = functools.partial(prime_lane, opts) if gpu and any(e.learner_file != "python" for e in exs) else None
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
-                         sandbox_off=sandbox_known, lanes=lanes, gate_root=gates, prime=prime, setup_early=early)
+                         sandbox_off=sandbox_known, lanes=lanes, gate_root=gates, prime=prime, setup_early=early,
+                         spare=config.CLASS_SPARE_LANES if gpu else 0)
     return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors, "first_item_s": stats["first_item_s"]}

@@ -1088,6 +1088,7 @@ def class_report(out: str | Path) -> str:
                       f"{_rate(r):.1f} s | "
                       + (", ".join(f"{g['graded']} in {g['busy_s']:.0f} s" + (
                           f" (from {g['first_s']:.0f} to {g['end_s']:.0f} s)" if g.get("end_s") is not None else "")
+                                   + (f", {g['spare_started']} of them in a spare lane" if g.get("spare_started") else "")
                                    for g in r["timing"].get("per_gpu", {}).values())
                          or "-") + _start_note(r["timing"]) + f" | {_cpu_cell(r)} | {same} |")
         md.append("")
