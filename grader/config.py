@@ -68,11 +68,11 @@ CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself
 # (check/gate.py). Cases, compute-sanitizer and process starts fill the GPU's time between timings.
 CLASS_LANES = 4
-# ... and up to this many more while as many gradings there are each inside one call of the learner's
-# code for SPARE_LANE_AFTER_S or longer (or ncu is at work): a kernel that hangs holds every timing on its
-# GPU back until its run limit, and the lanes waiting to time stand still; a spare lane grades the next
-# submission's cases and compute-sanitizer beside it meanwhile, and times once the hang has been
-# stopped. (At fb78881, 168 x day02 on 1 H100: 8 hang mutants, the GPU doing ~0.3 gradings a second
+# ... and up to this many more while a grading there is inside one call of the learner's code for
+# SPARE_LANE_AFTER_S or longer (or ncu is at work): a kernel that hangs holds every timing on its GPU
+# back until its run limit, and the lanes waiting to time stand still; a spare lane grades the next
+# submission's cases and compute-sanitizer beside it meanwhile (slowly: the GPU shares its time with the
+# spinning kernel, ~4.5 s of day02's cases instead of ~0.5), and times once the hang has been stopped. (At fb78881, 168 x day02 on 1 H100: 8 hang mutants, the GPU doing ~0.3 gradings a second
 # while one ran against ~1.3 otherwise; on 2, one GPU got 5 of the 8 and ended 7 s after the other.)
 CLASS_SPARE_LANES = 4
 SPARE_LANE_AFTER_S = 1.0

@@ -185,8 +185,8 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
     under way meanwhile) goes to each slot process (sandbox.disable).
     With lanes > 1 each slot's processes get its GPU's gate folder under `gate_root` (slot_gate()):
     the gradings sharing a GPU time one at a time (check/gate.py), and up to `spare` more items run on a GPU
-    while as many of its gradings are each inside a long call (GpuGate.long_calls: a hang holds every
-    timing there back; config.CLASS_SPARE_LANES). `prime()` runs as each slot process
+    while a grading there is inside a long call (GpuGate.long_calls: a hang holds every timing there back,
+    and the lanes waiting to time stand still; config.CLASS_SPARE_LANES). `prime()` runs as each slot process
     starts (all `lanes` of a slot start with it, beside its setup). A slot runs its setup once it has
     an item, or (`setup_early`: items are sure to come) at once, while the first item is being made.
     Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
@@ -266,13 +266,13 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                     on_setup(device, context)
 
             def admitted() -> bool | None:
-                """A place to run an item now: a lane's (False), or a spare one's while gradings on this
-                GPU are held in long calls (True); None once nothing is left to take."""
+                """A place to run an item now: a lane's (False), or a spare one's while a grading on this
+                GPU is held in a long call (True); None once nothing is left to take."""
                 while True:
                     held = held_back(config.SPARE_LANE_AFTER_S) if spares else 0
                     with pool_lock:
                         running = state["running"]
-                        if running < lanes + min(spares, held) or running < lanes:
+                        if running < (lanes + spares if held else lanes):
                             state["running"] += 1
                             return running >= lanes
                     if feed.drained():
