@@ -115,16 +115,14 @@ def cmd_grade(args) -> int:
 
     return grade_class(args.submissions, args.out, only=args.only, force=args.force, jobs=args.jobs,
                        timeout=args.timeout, memory_gb=args.memory_gb, secret_seed=args.secret_seed,
-                       seeds=args.seeds, gpus=args.gpus, ray=args.ray, lanes=args.lanes,
-                       spare_lanes=args.spare_lanes)
+                       seeds=args.seeds, gpus=args.gpus, ray=args.ray, lanes=args.lanes)
 
 
 def cmd_verify(args) -> int:
     from .maintain.verify import class_benchmark, self_test, verify
 
     if args.class_benchmark:
-        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus or "all", lanes=args.lanes,
-                               spare_lanes=args.spare_lanes)
+        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus or "all", lanes=args.lanes)
     if args.ncu_jupyter:
         from .maintain.ncu_jupyter import ncu_jupyter
 
@@ -175,9 +173,6 @@ def main(argv=None) -> int:
     p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
                    help=f"submissions graded side by side on each GPU, each timed with the GPU to itself "
                         f"(default {config.CLASS_LANES}; 1: one at a time)")
-    p.add_argument("--spare-lanes", type=int, default=config.CLASS_SPARE_LANES, metavar="N",
-                   help="more submissions started on a GPU while gradings there are held in long calls (a kernel "
-                        f"that hangs holds every timing on its GPU back until its run limit; default {config.CLASS_SPARE_LANES})")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="grade on a Ray cluster, one GPU per grading task: the cluster at ADDRESS ('auto': the one "
                         "this host is in), or without ADDRESS a local one started for the run with --gpus GPUs "
@@ -208,8 +203,6 @@ def main(argv=None) -> int:
                         "the gradings and the notebooks, one check or notebook on each at a time (default 1)")
     p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
                    help="with --class-benchmark: submissions graded side by side on each GPU")
-    p.add_argument("--spare-lanes", type=int, default=config.CLASS_SPARE_LANES, metavar="N",
-                   help="with --class-benchmark: more started on a GPU while gradings there are held in long calls")
     p.set_defaults(fn=cmd_verify)
     args = parser.parse_args(argv)
     if args.command in NEEDS_TORCH and importlib.util.find_spec("torch") is None:

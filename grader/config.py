@@ -68,14 +68,11 @@ CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself
 # (check/gate.py). Cases, compute-sanitizer and process starts fill the GPU's time between timings.
 CLASS_LANES = 4
-# ... and up to this many more while a grading there is inside one call of the learner's code for
-# SPARE_LANE_AFTER_S or longer (or ncu is at work): a kernel that hangs holds every timing on its GPU
-# back until its run limit, and the lanes waiting to time stand still; a spare lane grades the next
-# submission's cases and compute-sanitizer beside it meanwhile (slowly: the GPU shares its time with the
-# spinning kernel, ~4.5 s of day02's cases instead of ~0.5), and times once the hang has been stopped. (At fb78881, 168 x day02 on 1 H100: 8 hang mutants, the GPU doing ~0.3 gradings a second
-# while one ran against ~1.3 otherwise; on 2, one GPU got 5 of the 8 and ended 7 s after the other.)
-CLASS_SPARE_LANES = 4
-SPARE_LANE_AFTER_S = 1.0
+# (A kernel that hangs holds every timing on its GPU back until its run limit, and the lanes waiting to
+# time stand still. Spare lanes started beside it, to grade the next submissions' cases meanwhile, were
+# tried and measured no faster: the GPU shares its time with the spinning kernel, and day02's cases took
+# ~4.5 s beside it instead of ~0.5. 42 x day02 on 1 H100, GPU phase 53.4 s with 4 spare lanes, 52.0 s
+# without: reports/spare-lanes/, code at 52256e5.)
 # A grading asked to pause for another's timing that has not paused after this many seconds (a kernel
 # running that long without returning: a hang, or a case far too slow) is stopped and graded again at
 # the end with the GPU to itself, instead of holding every timing on its GPU until its time limit.

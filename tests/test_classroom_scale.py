@@ -306,45 +306,6 @@ def test_on_several_gpus_an_item_run_later_comes_next():
     assert sum(g["graded"] for g in stats["per_gpu"].values()) == 8
 
 
-def _held_in_a_call(item, context=None):
-    """A probe; item "hang" is a grading inside one long call of its learner's code for 2.5 s (as a kernel
-    that hangs until its run limit), registered on its slot's gate as a grading process is."""
-    from grader.check.gate import CALLING, GpuGate
-
-    if item != "hang":
-        return slots.probe(item, context, seconds=0.3)
-    gate = GpuGate(slots.slot_gate())
-    folder = Path(slots.slot_gate()).parent / "hang-process"
-    folder.mkdir(exist_ok=True)
-    entry = gate.register(folder)
-    (folder / CALLING).write_text(repr(time.time()))
-    try:
-        return slots.probe(item, context, seconds=2.5)
-    finally:
-        gate.unregister(entry)
-
-
-@pytest.mark.parametrize("with_hang, spare", [(True, 2), (False, 2), (True, 0)])
-def test_spare_lanes_grade_beside_a_grading_held_in_a_long_call(tmp_path, with_hang, spare):
-    """Two lanes and two spare ones on a GPU: while a grading there is inside one call longer than
-    config.SPARE_LANE_AFTER_S (a hang: every timing on the GPU waits for it), the spare lanes take the next
-    items; otherwise never more than the lanes run at once."""
-    items = (["hang"] if with_hang else []) + list(range(10))
-    done = []
-    stats = run_on_slots(["0"], items, _held_in_a_call, lambda item, r, d, s, e: done.append((r, e)),
-                         lanes=2, gate_root=tmp_path, spare=spare)
-    assert len(done) == len(items) and not any(e for _, e in done)
-    most = max(sum(1 for b, _ in done if b["start"] <= a["start"] < b["end"]) for a, _ in done)
-    spare = stats["per_gpu"]["0"]["spare_started"]
-    if with_hang and spare:
-        hang = next(r for r, _ in done if r["item"] == "hang")
-        late = [r for r, _ in done if r["item"] != "hang" and r["start"] > hang["start"] + config.SPARE_LANE_AFTER_S]
-        assert most == 4 and spare >= 2  # beside the hang: the other lane and both spare ones
-        assert any(r["start"] < hang["end"] for r in late)  # ... taken while the hang still ran
-    else:
-        assert most <= 2 and spare == 0
-
-
 def test_a_failing_feed_is_said_not_lost():
     def feed():
         yield 0

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from grader.check.gate import CALLING, LATE, LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
+from grader.check.gate import CALLING, LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
 
 
 class Process:
@@ -329,43 +329,6 @@ def test_while_a_timing_waits_for_one_inside_a_long_stretch_the_others_work_on(t
     after = next(e for e in log if e[1] == "after")
     assert after[2] >= timing[3]  # the late one paused once its stretch ended, until the timing was over
     assert not any((tmp_path / n / PAUSE).exists() for n in ("a", "slow", "b"))
-
-
-def test_a_process_started_while_a_timing_waits_for_a_late_one_works_until_asked_again(tmp_path):
-    """Class grading's spare lanes start gradings beside a hang: one registered while the timing waits
-    for the late one alone starts unpaused and works; once the late one's stretch has ended it is asked
-    like the others, and nothing runs beside the timing."""
-    gate, log = GpuGate(tmp_path / "gpu-0"), []
-    a = Process(gate, tmp_path / "a", log, "a")
-    slow = Process(gate, tmp_path / "slow", log, "slow")
-    stop = threading.Event()
-    late_comer = {}
-
-    def newcomer():
-        time.sleep(0.6)  # registers well after config.GATE_LAG_S: the timing waits for the slow one alone
-        late_comer["p"] = p = Process(gate, tmp_path / "new", log, "new")
-        i = 0
-        while not stop.is_set():
-            p.work(f"case {i}", 0.02)
-            i += 1
-
-    threads = [threading.Thread(target=slow.work, args=("long stretch", 1.5)), threading.Thread(target=newcomer)]
-    for t in threads:
-        t.start()
-    time.sleep(0.1)
-    a.work("timing", 0.2, exclusive=True)
-    stop.set()
-    for t in threads:
-        t.join()
-    for p in (a, slow, late_comer["p"]):
-        p.close()
-    timing = next(e for e in log if e[1] == "timing")
-    long = next(e for e in log if e[1] == "long stretch")
-    assert not [e for e in log if e is not timing and _overlaps(e, timing)]
-    assert len([e for e in log if e[0] == "new" and e[3] < long[3]]) >= 10, "the newcomer stood still"
-    assert late_comer["p"].worker.paused_s > 0.1  # asked once the late one had ended, paused for the timing
-    assert not (tmp_path / "gpu-0" / LATE).exists()
-    assert not any((tmp_path / n / PAUSE).exists() for n in ("a", "slow", "new"))
 
 
 def test_a_grading_sees_when_another_on_its_gpu_was_stopped_inside_its_work(tmp_path):

@@ -36,8 +36,6 @@ from pathlib import Path
 from .. import config
 
 PAUSE, PAUSED, WANT, GRANTED = "gate-pause", "gate-paused", "gate-want", "gate-granted"
-# In a GPU's folder while a timing waits for a late one alone: processes registering then start unpaused.
-LATE = "timing-waits-for-late"
 LISTENING = "gate-listening"  # the grading process answers pauses from now on (it has started)
 # The grading process is inside a call of the learner's code since the time written (gate or not): its
 # supervisor stops a call that lasts too long (a hang: config.RUN_LIMIT_S, supervise.run_worker).
@@ -99,9 +97,7 @@ class GpuGate:
 
     def register(self, folder: str | Path, pausable: bool = True) -> str:
         """A process that runs on this GPU from now on, its gate files in `folder`. A pausable one is
-        paused at once if a timing is running or about to (not while that timing waits for a late one
-        alone: it is asked with the others once the late one has paused or ended); one that cannot pause
-        waits here until the timing has ended."""
+        paused at once if a timing is running; one that cannot pause waits here until it has ended."""
         entry = uuid.uuid4().hex
         self.clear_if_stale()
         while True:
@@ -109,7 +105,7 @@ class GpuGate:
                 token = _read(self.root / "timing")
                 if token is None or pausable:
                     _write(self.root / "registry" / entry, json.dumps({"folder": str(folder), "pausable": pausable}))
-                    if token is not None and not (self.root / LATE).exists():
+                    if token is not None:
                         _write(Path(folder) / PAUSE, token)
                     return entry
             time.sleep(0.02)
@@ -137,13 +133,8 @@ class GpuGate:
         """Whether a process registered here other than `own` has been inside one call of the learner's
         code (WorkerGate.calling) for at least `at_least_s` seconds, or one that cannot pause is at work
         (ncu, replaying each kernel of its process many times)."""
-        return any(_holds_timings(v, at_least_s) for e, v in self._entries().items() if e != own)
-
-    def long_calls(self, at_least_s: float) -> int:
-        """How many processes registered here are inside one call of the learner's code for at least
-        `at_least_s` seconds, or cannot pause (ncu at work): each holds every timing on this GPU back
-        meanwhile, and the gradings waiting to time stand still (class grading's spare lanes fill in)."""
-        return sum(_holds_timings(v, at_least_s) for v in self._entries().values())
+        return any(not v["pausable"] or calling_for(v["folder"]) >= at_least_s
+                   for e, v in self._entries().items() if e != own)
 
     def note_stopped(self, entry: str | None = None) -> None:
         """The process registered as `entry` (None: one run alone, not registered) is being stopped inside
@@ -173,11 +164,9 @@ class GpuGate:
         paused (each has said so) or, if it cannot pause, ended. Returns the turn for release().
         Stops waiting if `alive()` turns false (the process asking has ended).
         Those that have not paused after config.GATE_LAG_S (inside a long stretch of GPU work) are
-        waited for alone: every other one works on meanwhile, and processes that register then (class
-        grading's spare lanes, started beside a hang: classroom/slots.py) start unpaused; once the late
-        ones have paused or ended, every process registered is asked again (a new token each time, so
-        that an old "paused" does not count). A late one stays paused. Each round leaves one more
-        paused for good or ended, and only a late one lets processes start unpaused: it ends."""
+        waited for alone: the ones already paused work on meanwhile, and are asked again once the
+        late ones have paused (a new token each time, so that an old "paused" does not count); a
+        late one stays paused. Each round leaves one more paused for good: it ends."""
         fd = os.open(self.root / "turn.lock", os.O_CREAT | os.O_RDWR, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         token = uuid.uuid4().hex
@@ -192,9 +181,10 @@ class GpuGate:
             if pending and time.monotonic() - since > config.GATE_LAG_S:
                 late = pending
                 with self._lock("registry.lock"):
-                    _write(self.root / LATE, token)
-                    for e, v in self._entries().items():  # work on while the late ones finish their stretch
-                        if e not in late and v["pausable"] and _read(Path(v["folder"]) / PAUSE) in tokens:
+                    paused = {e: v for e, v in self._entries().items()
+                              if e in asked and e not in late and v["pausable"]}
+                    for e, v in paused.items():  # work on while the late ones finish their stretch
+                        if _read(Path(v["folder"]) / PAUSE) == asked[e]:
                             _unlink(Path(v["folder"]) / PAUSE)
                 while late and alive():
                     time.sleep(POLL_S)
@@ -202,8 +192,8 @@ class GpuGate:
                 again = uuid.uuid4().hex
                 tokens.append(again)
                 with self._lock("registry.lock"):
-                    _unlink(self.root / LATE)
-                    pending = {e: v for e, v in self._entries().items() if e != own}
+                    registered = self._entries()
+                    pending = {e: registered[e] for e in paused if e in registered}
                     self._ask(pending, again, asked)
                 since = time.monotonic()
             time.sleep(POLL_S)
@@ -229,7 +219,6 @@ class GpuGate:
         fd, _, tokens = turn
         with self._lock("registry.lock"):
             _unlink(self.root / "timing")
-            _unlink(self.root / LATE)
             for v in self._entries().values():
                 asked = _read(Path(v["folder"]) / PAUSE) if v["pausable"] else None
                 if asked is not None and (tokens is None or asked in tokens):
@@ -406,10 +395,6 @@ class WorkerGate:
             _synchronize()
             self._busy = False
             _unlink(self.folder / WANT)
-
-
-def _holds_timings(entry: dict, at_least_s: float) -> bool:
-    return not entry["pausable"] or calling_for(entry["folder"]) >= at_least_s
 
 
 def calling_for(folder: str | Path) -> float:

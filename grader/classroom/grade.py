@@ -372,11 +372,10 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
                 memory_gb: float = config.CLASS_MEMORY_GB,
                 secret_seed: int | None = None, seeds: int = config.PUBLIC_SEEDS, echo=print,
                 gpus: str | int | None = None, ray: str | None = None, ray_options: dict | None = None,
-                lanes: int = config.CLASS_LANES, spare_lanes: int = config.CLASS_SPARE_LANES) -> int:
+                lanes: int = config.CLASS_LANES) -> int:
     """Grade every submission in `submissions` into `out` (see the module's text). `gpus`: "all"
     (default), a count or indices ("0,1") of the GPUs this host grades on; `lanes`: submissions
-    graded side by side on each (each timed with the GPU to itself), and up to `spare_lanes` more while
-    gradings there are held in long calls (slots.run_on_slots). `ray`: grade on a Ray
+    graded side by side on each (each timed with the GPU to itself). `ray`: grade on a Ray
     cluster instead, at that address ("local": one started for the run, with `gpus` GPUs);
     `ray_options` are passed to ray_backend.RaySession (tests: a pretend cluster's resources, a task)."""
     submissions, out = Path(submissions), Path(out)
@@ -394,8 +393,8 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
     except ValueError as e:
         echo(str(e))
         return 2
-    if lanes < 1 or spare_lanes < 0:
-        echo(f"--lanes {lanes}: at least 1" if lanes < 1 else f"--spare-lanes {spare_lanes}: 0 or more")
+    if lanes < 1:
+        echo(f"--lanes {lanes}: at least 1")
         return 2
     if ray is not None:
         from . import ray_backend
@@ -434,7 +433,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
         session = RaySession(None if ray == "local" else ray, devices, echo, **(ray_options or {}))
     try:
         return _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo,
-                      devices, session, run_file, t0, lanes, spare_lanes, sandbox_known)
+                      devices, session, run_file, t0, lanes, sandbox_known)
     finally:
         if session:
             session.close()
@@ -486,7 +485,7 @@ def _sandbox_gpu_check(needed: bool, echo):
 
 
 def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,
-           session, run_file, t0, lanes, spare_lanes, sandbox_known) -> int:
+           session, run_file, t0, lanes, sandbox_known) -> int:
     t_build = time.perf_counter()
     runtime = _runtime_copy(out / ".work")
     # The grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the
@@ -579,7 +578,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                 return 1
         else:
             stats = _grade_on_slots(prepared_items(futures), devices, runtime, exs, done, echo, run_info, save_run,
-                                    lanes, spare_lanes, out / ".work" / "gates", opts, bool(todo), sandbox_known)
+                                    lanes, out / ".work" / "gates", opts, bool(todo), sandbox_known)
     build_s = prepared_at["s"]
     counts["errors"] = unprepared + stats.get("errors", [])
     run_s = time.perf_counter() - t_run
@@ -595,8 +594,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     (out / "timing.json").write_text(json.dumps({
         "graded": len(todo), "prepare_s": build_s, "run_s": run_s, "total_s": total, "jobs": jobs,
         "gpus": len(per_gpu) or 1, "backend": "ray" if session is not None else "slots",
-        "lanes": lanes if session is None else 1, "spare_lanes": spare_lanes if session is None and lanes > 1 else 0,
-        "overlapped": session is None,
+        "lanes": lanes if session is None else 1, "overlapped": session is None,
         "gpu_busy_s": sum(g["busy_s"] for g in per_gpu.values()),
         "calibrate_s": max((g.get("setup_s", 0.0) for g in per_gpu.values()), default=0.0),
         "per_gpu": per_gpu, "first_prepared_s": stats.get("first_item_s"),
@@ -619,7 +617,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     return 0
 
 
-def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, spare_lanes, gates, opts,
+def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run, lanes, gates, opts,
                     early, sandbox_known) -> dict:
     """This host's GPUs, a slot each with `lanes` processes (slots.py); `items` arrive as they are prepared.
     `early`: there are submissions to grade, so each GPU's calibration and its lanes' processes start
@@ -630,8 +628,7 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     names = ", ".join(d or "the one visible" for d in devices)
     echo(f"grading on {len(devices)} GPU{'s' if len(devices) > 1 else ''} ({names}), "
          + ("one submission at a time on each" if lanes == 1 else
-            f"{lanes} submissions side by side on each, each timed with its GPU to itself"
-            + (f" (up to {spare_lanes} more beside a hang)" if spare_lanes and gpu else ""))
+            f"{lanes} submissions side by side on each, each timed with its GPU to itself")
          + ("" if gpu else "; no GPU here: compile-only stages"))
     errors = []
 
@@ -655,6 +652,5 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     # (the warm processes' start overlaps the calibration; a run of Python exercises alone needs none)
     prime = functools.partial(prime_lane, opts) if gpu and any(e.learner_file != "python" for e in exs) else None
     stats = run_on_slots(devices, items, grade_one, on_done, setup=setup, on_setup=on_setup,
-                         sandbox_off=sandbox_known, lanes=lanes, gate_root=gates, prime=prime, setup_early=early,
-                         spare=spare_lanes if gpu else 0)
+                         sandbox_off=sandbox_known, lanes=lanes, gate_root=gates, prime=prime, setup_early=early)
     return {"per_gpu": stats["per_gpu"], "errors": stats["errors"] + errors, "first_item_s": stats["first_item_s"]}

@@ -8,9 +8,7 @@ sandboxed grading processes, compute-sanitizer, ncu) sees that GPU and no other;
 the slot has an item; then each of its lanes takes the next item from one shared feed as soon as it is
 free, so a slow submission delays only its own lane. With
 several lanes a GPU grades several submissions side by side, and its gate (check/gate.py) gives each
-timing the GPU alone: the others pause between two cases meanwhile; while gradings there are held
-in long calls (a kernel that hangs, until its run limit), spare lanes grade the next submissions
-beside them. A slot process that dies is
+timing the GPU alone: the others pause between two cases meanwhile. A slot process that dies is
 started again and its item given once more (then reported as an error).
 
 Without a GPU, "all" is one slot that pins nothing; an explicit count or list still makes that many
@@ -28,8 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import config, toolchain
-from ..check.gate import GpuGate
+from .. import toolchain
 
 
 def visible_gpus() -> list[str]:
@@ -75,9 +72,6 @@ def resolve_gpus(spec: str | int | None = None) -> list[str | None]:
 
 
 _GATE: str | None = None  # in a slot process with lanes: its GPU's gate folder (check/gate.py)
-
-
-SPARE_POLL_S = 0.1  # how often a spare lane looks whether its GPU's gradings are held in long calls
 
 
 def slot_gate() -> str | None:
@@ -173,7 +167,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                  setup: Callable | None = None, on_setup: Callable | None = None,
                  sandbox_off: str | None | Callable[[], str | None] = None, attempts: int = 2, lanes: int = 1,
                  gate_root: str | Path | None = None, prime: Callable | None = None,
-                 setup_early: bool = False, spare: int = 0) -> dict:
+                 setup_early: bool = False) -> dict:
     """Run `work(item, context)` for every item, a slot per device, `lanes` items at a time per slot
     (`work` may return Later(item): that item runs again, after every other on one device, next on several).
     `setup(device)` runs first for each slot, in a thread of this process (class grading: the GPU's
@@ -184,21 +178,17 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
     (or what it returns, called as each slot's processes start: the run's sandbox check may still be
     under way meanwhile) goes to each slot process (sandbox.disable).
     With lanes > 1 each slot's processes get its GPU's gate folder under `gate_root` (slot_gate()):
-    the gradings sharing a GPU time one at a time (check/gate.py), and up to `spare` more items run on a GPU
-    while a grading there is inside a long call (GpuGate.long_calls: a hang holds every timing there back,
-    and the lanes waiting to time stand still; config.CLASS_SPARE_LANES). `prime()` runs as each slot process
+    the gradings sharing a GPU time one at a time (check/gate.py). `prime()` runs as each slot process
     starts (all `lanes` of a slot start with it, beside its setup). A slot runs its setup once it has
     an item, or (`setup_early`: items are sure to come) at once, while the first item is being made.
     Returns {"per_gpu": {device: {"graded": n, "busy_s": seconds in which at least one item ran,
-    "lane_s": the items' seconds added up, "spare_started": items started in a spare lane,
-    "setup_s": seconds of its setup, "setup_ready_s": when it had
+    "lane_s": the items' seconds added up, "setup_s": seconds of its setup, "setup_ready_s": when it had
     ended, "ready_s": when its lanes' processes had started (with `prime`), "first_s"/"end_s": when its
     first item started and its last ended, seconds since the call}}, "errors": [slots whose setup
     failed; the others took their items], "first_item_s": when the first item was ready}."""
     feed = _Feed(items)
     lock = threading.Lock()
     stats: dict = {str(d): {"graded": 0, "busy_s": 0.0, "lane_s": 0.0, "setup_s": 0.0, "lanes": lanes,
-                            "spare_started": 0,
                             "setup_ready_s": None, "ready_s": None, "first_s": None, "end_s": None} for d in devices}
     t_origin = time.perf_counter()
     errors: list[str] = []
@@ -223,8 +213,6 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         if lanes > 1 and gate_root is not None:
             gate = str(Path(gate_root) / f"gpu-{device}")
             Path(gate).mkdir(parents=True, exist_ok=True)
-        spares = spare if gate else 0
-        held_back = GpuGate(gate).long_calls if spares else None
         mine = stats[str(device)]
         started: dict = {}
 
@@ -235,8 +223,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
         if setup_early:  # (the first item may take long to come: the first builds)
             begin_setup()
         off = sandbox_off() if callable(sandbox_off) else sandbox_off  # (the setup runs no submission's code)
-        state = {"pool": _executor(device, off, lanes + spares, gate, prime), "active": 0, "since": 0.0,
-                 "running": 0}
+        state = {"pool": _executor(device, off, lanes, gate, prime), "active": 0, "since": 0.0}
         pool_lock = threading.Lock()
 
         def start():
@@ -265,74 +252,48 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                 with lock:
                     on_setup(device, context)
 
-            def admitted() -> bool | None:
-                """A place to run an item now: a lane's (False), or a spare one's while a grading on this
-                GPU is held in a long call (True); None once nothing is left to take."""
-                while True:
-                    held = held_back(config.SPARE_LANE_AFTER_S) if spares else 0
-                    with pool_lock:
-                        running = state["running"]
-                        if running < (lanes + spares if held else lanes):
-                            state["running"] += 1
-                            return running >= lanes
-                    if feed.drained():
-                        return None
-                    time.sleep(SPARE_POLL_S)
-
             def lane():
                 while True:
-                    spare_place = admitted()
-                    if spare_place is None:
+                    got = feed.take()
+                    if got is None:
                         return
-                    try:
-                        got = feed.take()
-                        if got is None:
-                            return
-                        if spare_place:
-                            with lock:
-                                mine["spare_started"] += 1
-                        _run(*got)
-                    finally:
-                        with pool_lock:
-                            state["running"] -= 1
-
-            def _run(item, attempt):
-                with pool_lock:
-                    pool = state["pool"]
-                    if state["active"] == 0:
-                        state["since"] = time.perf_counter()
-                    if mine["first_s"] is None:
-                        mine["first_s"] = state["since"] - t_origin
-                    state["active"] += 1
-                t1 = time.perf_counter()
-                try:
-                    result, error = pool.submit(work, item, context).result(), None
-                except cf.process.BrokenProcessPool as e:  # a slot process died: new ones, the item again
+                    item, attempt = got
                     with pool_lock:
-                        if state["pool"] is pool:
-                            pool.shutdown(wait=False, cancel_futures=True)
-                            state["pool"] = _executor(device, off, lanes + spares, gate, prime)
-                    result, error = None, f"the grading slot on GPU {device} died {attempt} times: {e}"
-                except Exception as e:  # a bug of the grader's own, not the submission's: said, not written
-                    result, error = None, f"{type(e).__name__}: {e}"
-                seconds = time.perf_counter() - t1
-                with pool_lock:
-                    state["active"] -= 1
-                    if state["active"] == 0:
-                        mine["busy_s"] += time.perf_counter() - state["since"]
-                        mine["end_s"] = time.perf_counter() - t_origin
-                if result is None and error.startswith("the grading slot") and attempt < attempts:
-                    feed.again(item, attempt + 1)
-                    return
-                if isinstance(result, Later):
-                    (feed.again if len(devices) > 1 else feed.last)(result.item, attempt)
-                    return
-                with lock:
-                    mine["graded"] += 1
-                    mine["lane_s"] += seconds
-                    on_done(item, result, device, seconds, error)
+                        pool = state["pool"]
+                        if state["active"] == 0:
+                            state["since"] = time.perf_counter()
+                        if mine["first_s"] is None:
+                            mine["first_s"] = state["since"] - t_origin
+                        state["active"] += 1
+                    t1 = time.perf_counter()
+                    try:
+                        result, error = pool.submit(work, item, context).result(), None
+                    except cf.process.BrokenProcessPool as e:  # a slot process died: new ones, the item again
+                        with pool_lock:
+                            if state["pool"] is pool:
+                                pool.shutdown(wait=False, cancel_futures=True)
+                                state["pool"] = _executor(device, off, lanes, gate, prime)
+                        result, error = None, f"the grading slot on GPU {device} died {attempt} times: {e}"
+                    except Exception as e:  # a bug of the grader's own, not the submission's: said, not written
+                        result, error = None, f"{type(e).__name__}: {e}"
+                    seconds = time.perf_counter() - t1
+                    with pool_lock:
+                        state["active"] -= 1
+                        if state["active"] == 0:
+                            mine["busy_s"] += time.perf_counter() - state["since"]
+                            mine["end_s"] = time.perf_counter() - t_origin
+                    if result is None and error.startswith("the grading slot") and attempt < attempts:
+                        feed.again(item, attempt + 1)
+                        continue
+                    if isinstance(result, Later):
+                        (feed.again if len(devices) > 1 else feed.last)(result.item, attempt)
+                        continue
+                    with lock:
+                        mine["graded"] += 1
+                        mine["lane_s"] += seconds
+                        on_done(item, result, device, seconds, error)
 
-            threads = [threading.Thread(target=lane, daemon=True) for _ in range(lanes + spares)]
+            threads = [threading.Thread(target=lane, daemon=True) for _ in range(lanes)]
             for t in threads:
                 t.start()
             for t in threads:

@@ -730,8 +730,7 @@ def _markdown(report: dict) -> str:
 
 
 def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.silu_and_mul",
-                    gpus: str | None = None, lanes: int = config.CLASS_LANES,
-                    spare_lanes: int = config.CLASS_SPARE_LANES) -> int:
+                    gpus: str | None = None, lanes: int = config.CLASS_LANES) -> int:
     """Grade a synthetic class (the solution, the stub and the known-wrong submissions of
     tests/mutants/ in turn, each student's file its own: synthetic_class) on `gpus` ("all", N or "0,1") with a fresh build cache, and
     report how long it took: class-grading.md/json. Each GPU count's latest run is kept in the
@@ -759,8 +758,7 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
         print(f"torch's and the grader's Python bytecode (this install keeps none): {took:.1f} s", flush=True)
     graded = Path(tempfile.mkdtemp(prefix="class-out-"))
     t0 = time.perf_counter()
-    rc = grade_class(subs, graded, only=[exercise], gpus=gpus, echo=lambda m: print(m, flush=True), lanes=lanes,
-                     spare_lanes=spare_lanes)
+    rc = grade_class(subs, graded, only=[exercise], gpus=gpus, echo=lambda m: print(m, flush=True), lanes=lanes)
     total = time.perf_counter() - t0
     timing = json.loads((graded / "timing.json").read_text())
     rows = json.loads((graded / "gradebook.json").read_text())
@@ -775,7 +773,7 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     shutil.copytree(graded, out / "class", ignore=shutil.ignore_patterns(".work"))
     shutil.copy(graded / "class-summary.png", out / "class-summary.png")
     run = {"students": students, "exercise": exercise, "distinct_sources": True, "gpus": timing.get("gpus", 1),
-           "lanes": lanes, "spare_lanes": timing.get("spare_lanes", 0), "processes": GRADING_PROCESSES, "seconds": total,
+           "lanes": lanes, "processes": GRADING_PROCESSES, "seconds": total,
            "sanitize_s": sanitize_s, "stage_s": _stage_seconds(records), "stage_s_by_gpu": _stages_by_gpu(records),
            "timing": timing, "rows": rows,
            "roster": roster, "environment": _env_info()}
@@ -783,7 +781,7 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     # (runs of classes whose copies shared their builds, from before distinct_sources, measured less: dropped)
     runs = [r for r in previous if r.get("distinct_sources") and not (
         _same_class(r, run) and r["gpus"] == run["gpus"] and r.get("lanes", 1) == lanes
-        and r.get("spare_lanes", 0) == run["spare_lanes"] and r.get("processes", 2) == run["processes"])] + [run]
+        and r.get("processes", 2) == run["processes"])] + [run]
     report = dict(run, runs=sorted(runs, key=lambda r: (r.get("lanes", 1), r["gpus"])))
     (out / "class-grading.json").write_text(json.dumps(report, indent=1))
     md = class_report(out)
@@ -1083,7 +1081,6 @@ def class_report(out: str | Path) -> str:
                          f"; **copies graded unlike**: {', '.join(unlike[:4])}")
             procs = r.get("processes")  # (grading processes per submission; runs before af51a64 did not say: 2)
             md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)}"
-                      + (f" + {r['spare_lanes']} spare" if r.get("spare_lanes") else "")
                       + (f" x {procs} process{'es' if procs > 1 else ''}" if procs else "")
                       + f" | {r['environment']['date']}, "
                       f"{r['environment'].get('commit', '?')} | "
@@ -1091,7 +1088,6 @@ def class_report(out: str | Path) -> str:
                       f"{_rate(r):.1f} s | "
                       + (", ".join(f"{g['graded']} in {g['busy_s']:.0f} s" + (
                           f" (from {g['first_s']:.0f} to {g['end_s']:.0f} s)" if g.get("end_s") is not None else "")
-                                   + (f", {g['spare_started']} of them in a spare lane" if g.get("spare_started") else "")
                                    for g in r["timing"].get("per_gpu", {}).values())
                          or "-") + _start_note(r["timing"]) + f" | {_cpu_cell(r)} | {same} |")
         md.append("")
