@@ -380,7 +380,8 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # the profiler's start, 3.5-5.5 s, then comes after the timing, on the way to the verdict; at 23858ac on
     # one H100 the worst check after an edit took 15.3 s so, 11.0 s with two: reports/learner-loop-ab-*.log.
     # Most of that start was torch.profiler's first session importing torch._inductor, not CUPTI:
-    # reports/cupti-start-f23237f-h100.log; worker._cuda_session avoids it, not yet measured in a check.)
+    # reports/cupti-start-f23237f-h100.log; worker._cuda_session avoids it: at fb78881 the second process
+    # had CUPTI started 4.7-5.7 s into each check, 7.5-12.8 s before: reports/learner-loop-fb78881-h100.log.)
     warm, ncu_run = None, None
     t_warm = time.perf_counter()
     if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
