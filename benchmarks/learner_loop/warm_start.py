@@ -1,7 +1,7 @@
 """Timeline of the warm grading processes' start (issue 16 item 1): when each is ready, in the
 learner check's arrangement and variants, on an idle GPU. Prints seconds from the spawn. Run from the
 repo root: python3 benchmarks/learner_loop/warm_start.py"""
-import json, os, subprocess, sys, time
+import os, subprocess, sys, time
 from pathlib import Path
 sys.path.insert(0, os.getcwd())
 from grader.check.supervise import RunOptions, WarmWorker
@@ -21,7 +21,7 @@ out["profiler session 2"] = time.perf_counter() - t0
 print({k: round(v, 2) for k, v in out.items()})
 '''
 
-def watch(workers, files, limit=30):
+def watch(files, limit=30):
     t0 = time.perf_counter(); seen = {}
     while len(seen) < len(files) and time.perf_counter() - t0 < limit:
         for name, path in files.items():
@@ -32,9 +32,8 @@ def watch(workers, files, limit=30):
 
 def variant(name, make):
     for rep in range(3):
-        t0 = time.perf_counter()
         ws, files = make()
-        seen = watch(ws, files)
+        seen = watch(files)
         print(f"{name:34s} rep {rep}: {seen}", flush=True)
         for w in ws:
             w.discard()
