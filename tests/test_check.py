@@ -557,3 +557,44 @@ def test_the_side_stream_spin_waits_on_the_gpus_global_clock(tmp_path):
                               env=toolchain.tool_env()).stdout
         assert "course_spin_ns" in sass and "GLOBALTIMER" in sass.upper(), sass
         assert "CLOCK" not in sass.upper(), sass
+
+
+def test_the_waiting_memory_watch_goes_on_when_a_process_is_watched_while_it_looks(monkeypatch):
+    """_WaitingWatch: a WarmWorker started (watch()) while the watch's thread goes over the ones it
+    watches neither stops that thread (at fb78881 it died of 'dictionary changed size during
+    iteration' in the 2-GPU class benchmark, and no waiting process was watched after) nor is lost."""
+    import types
+
+    from grader.check import supervise
+
+    class Waiting:  # (hashable, as a WarmWorker is)
+        def __init__(self, pid):
+            self.used, self.proc = False, types.SimpleNamespace(pid=pid, poll=lambda: None)
+
+    watch = supervise._WaitingWatch()
+    watch._thread = types.SimpleNamespace(is_alive=lambda: True)  # (this test runs the thread's loop itself)
+    first, late = Waiting(1), Waiting(2)
+    watch.watch(first, 1 << 40)
+    looked = []
+
+    def rss(pid, children):
+        looked.append(pid)
+        if len(looked) == 1:  # a process started while the thread looks at the first
+            watch.watch(late, 1 << 40)
+        return 0
+
+    class Done(Exception):
+        pass
+
+    def sleep(seconds):
+        if len(looked) >= 3:
+            raise Done
+
+    monkeypatch.setattr(supervise, "_tree_rss_bytes", rss)
+    monkeypatch.setattr(supervise, "children_by_parent", lambda: {})
+    monkeypatch.setattr(supervise.time, "sleep", sleep)
+    try:
+        watch._run()
+    except Done:
+        pass
+    assert looked[:3] == [1, 1, 2]  # the second look saw both

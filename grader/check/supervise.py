@@ -190,7 +190,7 @@ class _WaitingWatch:
             time.sleep(config.WAITING_WATCH_S)
             with self._lock:
                 waiting = {w: lim for w, lim in self._watched.items() if not w.used and w.proc.poll() is None}
-                self._watched = waiting
+                self._watched = dict(waiting)  # (watch() adds to that one while this thread reads its own copy)
             children = children_by_parent() if waiting else {}  # (one look at /proc for them all)
             for w, limit in waiting.items():
                 used = _tree_rss_bytes(w.proc.pid, children)
