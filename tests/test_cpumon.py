@@ -37,3 +37,28 @@ def test_a_process_started_while_it_watches_is_counted(tmp_path):
     assert mine and 0.3 <= sum(mine.values()) <= 2.0, got["by_category"]
     assert got["busy_cpu_s"] >= sum(mine.values()) * 0.8 and json.dumps(got)
     print(cpumon.table(got))
+
+
+def test_a_grading_processs_stage_is_read_from_what_it_wrote(tmp_path):
+    """The stage a wait is counted under: from the grading process's folder (its command line names its
+    config there) and what its results file says so far."""
+    worker = f"python3 -m grader.check.worker --wait {tmp_path}/config.json --after"
+    assert cpumon._worker_folder(worker) == str(tmp_path)
+    assert cpumon._worker_folder(f"python3 -m grader.check.worker {tmp_path}/config.json") == str(tmp_path)
+    assert cpumon.grading_stage(str(tmp_path)) == "starting"
+    (tmp_path / "warm-ready").write_text("{}")
+    assert cpumon.grading_stage(str(tmp_path)) == "waiting for its submission"
+    results = tmp_path / "results.jsonl"
+    stages = []
+    for line in ['{"event": "start", "name": "module checks"}', '{"event": "ready", "t": 1}',
+                 '{"event": "phase", "name": "44 cases x 4 seeds", "seconds": 1}',
+                 '{"event": "phase", "name": "paused while another grading on this GPU timed", "seconds": 1}',
+                 'not json', '{"event": "done", "t": 2}']:
+        with open(results, "a") as f:
+            f.write(line + "\n")
+        stages.append(cpumon.grading_stage(str(tmp_path)))
+    assert stages == ["module loading", "cases", "after 44 cases x 4 seeds", "after 44 cases x 4 seeds",
+                      "after 44 cases x 4 seeds", "exiting"]
+    assert [cpumon._wait_kind(d) for d in ("R", "D ioctl os_acquire_rwlock_write", "D ioctl uvm_gpu_release",
+                                           "S syscall 270 poll_schedule_timeout")] == \
+        ["running", "driver lock", "driver, other", "asleep"]

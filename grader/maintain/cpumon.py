@@ -2,8 +2,10 @@
 benchmark): every 0.2 s each process's user+system time from /proc, summed per kind of process (nvcc's
 tools, the host compiler, a grading process and which, compute-sanitizer, the preparation pool, ...),
 with a timeline in 5 s bins, and what the grading processes' main threads were doing at each look (running,
-or asleep and where in the kernel: /proc/PID/wchan), counted per kind. It ends when the file STOP exists,
-then writes OUT.json and prints a table.
+or asleep and where in the kernel: /proc/PID/wchan), counted per kind, and for a grading process also per
+stage of its grading (from its results file: starting, waiting for its submission, each phase; "stages"),
+so that a wait in the GPU driver's lock shows where in a grading it falls. It ends when the file STOP
+exists, then writes OUT.json and prints a table.
 
     python -m grader.maintain.cpumon OUT.json STOP &
     python -m grader verify --class-benchmark 84 --gpus 2 ...; touch STOP
@@ -81,6 +83,8 @@ def watch(stop: str) -> dict:
     seen: dict = {}  # (pid, start time) -> [category, last cpu ticks, cpu ticks counted from]
     timeline: dict = defaultdict(lambda: defaultdict(float))
     waits: dict = defaultdict(lambda: defaultdict(int))  # kind -> "state wchan" -> looks
+    stages: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))  # kind -> stage -> R/lock/... -> looks
+    folders: dict = {}  # (pid, start time) -> a grading process's folder
     while not os.path.exists(stop):
         at = int((time.time() - t0) // BIN_S) * BIN_S
         for pid in os.listdir("/proc"):
@@ -100,12 +104,17 @@ def watch(stop: str) -> dict:
                     cmd = ""
                 first = 0 if int(started) > start_ticks else cpu
                 rec = seen[(pid, started)] = [category(comm, cmd, nice, ppid), first, first]
+                if rec[0].startswith("worker"):
+                    folders[(pid, started)] = _worker_folder(cmd)
             elif rec[0] == "slot process" and nice > 0:  # (a pool process niced after it was seen)
                 rec[0] = "prep pool process (nice)"
             timeline[at][rec[0]] += (cpu - rec[1]) / hz
             rec[1] = cpu
             if rec[0].startswith(("worker", "slot process")):
-                waits[rec[0]][_doing(pid, rest[0])] += 1
+                doing = _doing(pid, rest[0])
+                waits[rec[0]][doing] += 1
+                if folders.get((pid, started)):
+                    stages[rec[0]][grading_stage(folders[(pid, started)])][_wait_kind(doing)] += 1
         time.sleep(TICK_S)
     totals: dict = defaultdict(float)
     counts: dict = defaultdict(int)
@@ -117,7 +126,61 @@ def watch(stop: str) -> dict:
             "accounted_cpu_s": sum(totals.values()), "cpus": os.cpu_count(),
             "by_category": {c: round(totals[c], 1) for c in order}, "processes": {c: counts[c] for c in order},
             "timeline": {str(k): {c: round(v, 2) for c, v in row.items()} for k, row in sorted(timeline.items())},
-            "waits": {c: dict(sorted(w.items(), key=lambda kv: -kv[1])) for c, w in waits.items()}}
+            "waits": {c: dict(sorted(w.items(), key=lambda kv: -kv[1])) for c, w in waits.items()},
+            "stages": {c: {st: dict(k) for st, k in by.items()} for c, by in stages.items()}}
+
+
+def _worker_folder(cmd: str) -> str | None:
+    """A grading process's folder (its config's, results' and marker files'), from its command line
+    (`... grader.check.worker --wait FOLDER/config.json` or `grader.check.worker FOLDER/config.json`)."""
+    args = cmd.split()
+    for i, a in enumerate(args):
+        if a == "grader.check.worker" and i + 1 < len(args):
+            path = args[i + 2] if args[i + 1].startswith("--") and i + 2 < len(args) else args[i + 1]
+            return os.path.dirname(path)
+    return None
+
+
+def grading_stage(folder: str) -> str:
+    """Where a grading process is, from what it has written: 'starting' (torch, its CUDA context),
+    'waiting for its submission' (worker.WARM_READY written, no results yet), 'module loading' (its
+    results file begun), 'cases' (ready: the correctness cases), 'after PHASE' (the phase that ended
+    last: the next one runs), 'exiting' (done)."""
+    try:
+        with open(os.path.join(folder, "results.jsonl"), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    stage = None
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        event = rec.get("event") if isinstance(rec, dict) else None
+        if event == "ready":
+            stage = "cases"
+        elif event == "phase" and rec.get("name") != "paused while another grading on this GPU timed":
+            stage = f"after {rec.get('name')}"
+        elif event == "done":
+            stage = "exiting"
+    if stage is not None:
+        return stage
+    if lines:
+        return "module loading"
+    return "waiting for its submission" if os.path.exists(os.path.join(folder, "warm-ready")) else "starting"
+
+
+def _wait_kind(doing: str) -> str:
+    """running, in the GPU driver's lock (an ioctl in os_acquire_rwlock/mutex), in the driver otherwise
+    (uninterruptible), or asleep."""
+    if doing == "R":
+        return "running"
+    if doing.startswith("D") and "os_acquire" in doing:
+        return "driver lock"
+    return "driver, other" if doing.startswith("D") else "asleep"
 
 
 _SYSCALLS = {"0": "read", "1": "write", "3": "close", "7": "poll", "9": "mmap", "10": "mprotect", "11": "munmap",
@@ -153,6 +216,11 @@ def table(report: dict, rows: int = 20) -> str:
     for c, w in report.get("waits", {}).items():
         looks = sum(w.values()) or 1
         lines.append(f"{c}: " + ", ".join(f"{k} {100 * n / looks:.0f}%" for k, n in list(w.items())[:8]))
+    for c, by in report.get("stages", {}).items():
+        lines.append(f"{c}, looks by stage: running / in the driver's lock / in the driver otherwise / asleep")
+        for st, k in sorted(by.items(), key=lambda kv: -sum(kv[1].values())):
+            lines.append(f"  {st:<48} {k.get('running', 0):5d} {k.get('driver lock', 0):5d} "
+                         f"{k.get('driver, other', 0):5d} {k.get('asleep', 0):5d}")
     return "\n".join(lines)
 
 
