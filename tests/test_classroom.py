@@ -123,8 +123,9 @@ def test_a_figure_the_worker_marked_invalid_stays_out_of_the_gradebook_and_the_s
 class _Warm:
     """A stand-in for supervise.WarmWorker: what a lane started, and whether it was discarded."""
 
-    def __init__(self, started, opts, profiler=False, sanitize=None):
+    def __init__(self, started, opts, profiler=False, sanitize=None, after=None):
         self.profiler, self.sanitize, self.discarded, self.used = profiler, sanitize, False, False
+        self.after = after
         self.proc = self
         self.code = None  # (its exit code: None while it runs)
         started.append(self)
@@ -201,7 +202,8 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
 
 def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch):
     """prime_lane (as the slot process starts) starts the grading process and a memcheck one for the lane's
-    first submission, which takes them; primed again, it starts nothing more."""
+    first submission, which takes them (the memcheck one makes its CUDA context after the other's: every
+    lane of every GPU starts at once); primed again, it starts nothing more."""
     from grader import exercises
     from grader.check import Prepared, Result, RunOptions
     from grader.classroom import grade
@@ -213,6 +215,7 @@ def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch
     grade.prime_lane(opts)
     grade.prime_lane(opts)
     assert [(w.profiler, w.sanitize) for w in started] == [(False, None), (False, "memcheck")]
+    assert started[1].after is started[0]  # (its CUDA context after the grading process's own)
     warm, sanitizers = grade._warm_processes(ex, built, opts)
     assert warm == tuple(started[:1]) and sanitizers == {"memcheck": started[1]}
     grade._discard_next()

@@ -698,3 +698,36 @@ def test_the_sandboxs_gpu_check_runs_beside_the_start_and_is_waited_for_once(mon
     count, echoed = len(began), []
     grade._sandbox_gpu_check(False, echoed.append)  # nothing to grade on a GPU: no check, said at once
     assert len(began) == count and echoed == ["sandbox: on"]
+
+
+def test_a_slots_processes_start_before_the_sandbox_check_ends_and_again_where_it_fails(tmp_path):
+    """`sandbox_off` called (the sandbox's GPU check under way): the slot's lane processes start (and
+    prime) at once, not after it; where it answers that CUDA fails inside the sandbox, every item runs
+    in a process started again with that answer (sandbox.disable), none in one started before it."""
+    import functools
+
+    for answer in (None, "CUDA fails inside the sandbox here (test)"):
+        marks = tmp_path / str(bool(answer))
+        marks.mkdir()
+        decided = []
+
+        def sandbox_off():
+            time.sleep(1.5)
+            decided.append(time.time())
+            return answer
+
+        done = []
+        run_on_slots(["0"], list(range(4)), slots.probe, lambda *a: done.append(a[1]), lanes=2,
+                     sandbox_off=sandbox_off, prime=functools.partial(_prime_at, marks), setup_early=True)
+        primed = {int(f.name.split("-")[1]): float(f.read_text()) for f in marks.iterdir()}
+        early = {pid for pid, at in primed.items() if at < decided[0]}
+        assert len(early) == 2 and len(done) == 4  # both lanes started before the check's answer
+        if answer is None:
+            assert {d["pid"] for d in done} <= early
+        else:
+            assert not {d["pid"] for d in done} & early and {d["sandbox"] for d in done} == {answer}
+            assert len(primed) == 4  # (the lanes started again, primed again)
+
+
+def _prime_at(folder):
+    (folder / f"prime-{os.getpid()}").write_text(repr(time.time()))

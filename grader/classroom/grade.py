@@ -245,7 +245,9 @@ def prime_lane(opts: RunOptions) -> None:
     multiprocessing.util.Finalize(None, _discard_next, exitpriority=10)
     _NEXT = {"key": _warm_key(opts), "warm": _start_warm(opts), "sanitizers": {}}
     if "memcheck" in opts.sanitizers:
-        w = _started(opts, sanitize="memcheck")
+        # (its CUDA context once the grading process has made its own: at a run's start every lane of
+        # every GPU makes its contexts at once, and the driver serialises them)
+        w = _started(opts, sanitize="memcheck", after=(_NEXT["warm"] or (None,))[0])
         if w is not None:
             _NEXT["sanitizers"]["memcheck"] = w
 

@@ -175,8 +175,9 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
     context)` sees it); `on_done(item, result, device, seconds, error)` is called in this process,
     one call at a time, as each item finishes (result None and `error` saying why if its slot kept
     dying or `work` raised). `work` and the items must pickle (module-level functions). `sandbox_off`
-    (or what it returns, called as each slot's processes start: the run's sandbox check may still be
-    under way meanwhile) goes to each slot process (sandbox.disable).
+    goes to each slot process (sandbox.disable); where it is a callable (the run's sandbox check, still
+    under way), the slot's processes start at once as if it returns None, and it is called before the
+    slot's first item: where it returns a reason, they are started again with it.
     With lanes > 1 each slot's processes get its GPU's gate folder under `gate_root` (slot_gate()):
     the gradings sharing a GPU time one at a time (check/gate.py). `prime()` runs as each slot process
     starts (all `lanes` of a slot start with it, beside its setup). A slot runs its setup once it has
@@ -222,8 +223,13 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
 
         if setup_early:  # (the first item may take long to come: the first builds)
             begin_setup()
-        off = sandbox_off() if callable(sandbox_off) else sandbox_off  # (the setup runs no submission's code)
-        state = {"pool": _executor(device, off, lanes, gate, prime), "active": 0, "since": 0.0}
+        # The sandbox's GPU check may still be under way (`sandbox_off` callable): the slot's processes start
+        # now as if it will pass (inside the sandbox, as nearly always), not after it (3-5 s, then their
+        # Python, torch and CUDA context: the first gradings waited 4-7 s for them at ed8c705), and start
+        # again outside the sandbox where it fails, before any item runs.
+        decide = sandbox_off if callable(sandbox_off) else None
+        state = {"pool": _executor(device, None if decide else sandbox_off, lanes, gate, prime), "active": 0,
+                 "since": 0.0, "off": None if decide else sandbox_off}
         pool_lock = threading.Lock()
 
         def start():
@@ -245,6 +251,15 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
             feed.put_back(first)
             if "spawned" not in started:
                 start()
+            if decide is not None:
+                state["off"] = decide()  # (no item has run yet in this slot's processes)
+                if state["off"] is not None:  # CUDA fails inside the sandbox: the same processes, outside it
+                    for f in started["spawned"]:
+                        f.result()
+                    state["pool"].shutdown(wait=True, cancel_futures=True)
+                    state["pool"] = _executor(device, state["off"], lanes, gate, prime)
+                    mine["ready_s"] = None
+                    start()
             context = started["setup"].result() if "setup" in started else None
             for f in started["spawned"]:
                 f.result()
@@ -272,7 +287,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
                         with pool_lock:
                             if state["pool"] is pool:
                                 pool.shutdown(wait=False, cancel_futures=True)
-                                state["pool"] = _executor(device, off, lanes, gate, prime)
+                                state["pool"] = _executor(device, state["off"], lanes, gate, prime)
                         result, error = None, f"the grading slot on GPU {device} died {attempt} times: {e}"
                     except Exception as e:  # a bug of the grader's own, not the submission's: said, not written
                         result, error = None, f"{type(e).__name__}: {e}"
@@ -317,9 +332,11 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
 
 
 def probe(item, context=None, seconds: float = 0.6) -> dict:
-    """Where an item ran: its slot's CUDA_VISIBLE_DEVICES, the process and when (tests use it to see
-    two slots work side by side, each on its own GPU)."""
+    """Where an item ran: its slot's CUDA_VISIBLE_DEVICES, the process and when, whether the sandbox is
+    used there (tests use it to see two slots work side by side, each on its own GPU)."""
+    from ..check import sandbox
+
     start = time.time()
     time.sleep(seconds)
     return {"item": item, "device": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
-            "start": start, "end": time.time(), "gate": slot_gate()}
+            "start": start, "end": time.time(), "gate": slot_gate(), "sandbox": sandbox.available()}
