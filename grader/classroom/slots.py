@@ -225,7 +225,7 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
             begin_setup()
         # The sandbox's GPU check may still be under way (`sandbox_off` callable): the slot's processes start
         # now as if it will pass (inside the sandbox, as nearly always), not after it (3-5 s, then their
-        # Python, torch and CUDA context: the first gradings waited 4-7 s for them at ed8c705), and start
+        # Python, torch and CUDA context: the first gradings waited 3.8-6.6 s for them at ed8c705), and start
         # again outside the sandbox where it fails, before any item runs.
         decide = sandbox_off if callable(sandbox_off) else None
         state = {"pool": _executor(device, None if decide else sandbox_off, lanes, gate, prime), "active": 0,
