@@ -80,11 +80,10 @@ def watch(stop: str) -> dict:
     with open("/proc/uptime") as f:
         start_ticks = float(f.read().split()[0]) * hz
     t0, busy0 = time.time(), _busy_ticks()
-    seen: dict = {}  # (pid, start time) -> [category, last cpu ticks, cpu ticks counted from]
+    seen: dict = {}  # (pid, start time) -> [category, last cpu ticks, cpu ticks counted from, grading folder or None]
     timeline: dict = defaultdict(lambda: defaultdict(float))
     waits: dict = defaultdict(lambda: defaultdict(int))  # kind -> "state wchan" -> looks
     stages: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))  # kind -> stage -> R/lock/... -> looks
-    folders: dict = {}  # (pid, start time) -> a grading process's folder
     while not os.path.exists(stop):
         at = int((time.time() - t0) // BIN_S) * BIN_S
         for pid in os.listdir("/proc"):
@@ -103,9 +102,9 @@ def watch(stop: str) -> dict:
                 except OSError:
                     cmd = ""
                 first = 0 if int(started) > start_ticks else cpu
-                rec = seen[(pid, started)] = [category(comm, cmd, nice, ppid), first, first]
-                if rec[0].startswith("worker"):
-                    folders[(pid, started)] = _worker_folder(cmd)
+                kind = category(comm, cmd, nice, ppid)
+                folder = _worker_folder(cmd) if kind.startswith("worker") else None
+                rec = seen[(pid, started)] = [kind, first, first, folder]
             elif rec[0] == "slot process" and nice > 0:  # (a pool process niced after it was seen)
                 rec[0] = "prep pool process (nice)"
             timeline[at][rec[0]] += (cpu - rec[1]) / hz
@@ -113,12 +112,12 @@ def watch(stop: str) -> dict:
             if rec[0].startswith(("worker", "slot process")):
                 doing = _doing(pid, rest[0])
                 waits[rec[0]][doing] += 1
-                if folders.get((pid, started)):
-                    stages[rec[0]][grading_stage(folders[(pid, started)])][_wait_kind(doing)] += 1
+                if rec[3]:
+                    stages[rec[0]][grading_stage(rec[3])][_wait_kind(doing)] += 1
         time.sleep(TICK_S)
     totals: dict = defaultdict(float)
     counts: dict = defaultdict(int)
-    for cat, cpu, first in seen.values():
+    for cat, cpu, first, _ in seen.values():
         totals[cat] += (cpu - first) / hz
         counts[cat] += 1
     order = sorted(totals, key=lambda c: -totals[c])
