@@ -601,6 +601,46 @@ def test_a_preparation_process_prepares_its_first_submission_at_normal_priority_
     assert got["omp"] == str(config.WORKER_CPU_THREADS)
 
 
+def test_the_preparation_keeps_at_most_its_processes_count_ahead_of_the_lanes():
+    """grade.prepared_ahead: the first `ahead` jobs start at once (before anything is taken); one more
+    starts as each is handed on, never more than `ahead` started and not handed on; every job comes
+    once, in the order they end, where a later one ends first too."""
+    import concurrent.futures as cf
+    import threading
+
+    from grader.classroom.grade import prepared_ahead
+
+    lock = threading.Lock()
+    started, handed, most = [], [], [0]
+    release = {j: threading.Event() for j in range(10)}
+
+    def job(j):
+        release[j].wait(10)
+        return j * j
+
+    with cf.ThreadPoolExecutor(max_workers=10) as pool:
+        def submit(j):
+            with lock:
+                started.append(j)
+            return pool.submit(job, j)
+
+        ready = prepared_ahead(range(10), submit, 3)
+        assert started == [0, 1, 2]  # at the call, not at the first item taken
+        release[1].set()
+        j, fut = next(ready)
+        assert (j, fut.result()) == (1, 1) and started == [0, 1, 2, 3]  # one more as one is handed on
+        handed.append(j)
+        time.sleep(0.05)
+        assert started == [0, 1, 2, 3]  # nothing more until the next is taken
+        for e in release.values():
+            e.set()
+        for j, fut in ready:
+            assert fut.result() == j * j
+            handed.append(j)
+            most[0] = max(most[0], len(started) - len(handed))  # (started, not yet taken)
+    assert sorted(handed) == list(range(10)) and started == list(range(10)) and most[0] == 3
+
+
 def test_the_class_report_shows_copies_of_one_submission_graded_unlike(tmp_path):
     """The synthetic class repeats a few submissions: each copy must get the same verdict and score in one
     run (its secret seed); one that does not was disturbed (at 78d8db0: a hang's stop on its GPU)."""

@@ -39,6 +39,7 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -486,6 +487,37 @@ def _sandbox_gpu_check(needed: bool, echo):
     return known
 
 
+def prepared_ahead(jobs: Iterable, submit: Callable, ahead: int) -> Iterator:
+    """(job, its future) for each of `jobs` as its future is done, in the order they end; `submit(job)`
+    starts one and returns its future. At most `ahead` are started and not yet handed on: the first
+    `ahead` start at this call, one more as each is handed on (before it is, the caller may keep it).
+    Class grading's preparation: once the first submissions are ready, the builds go at the pace the
+    lanes take them, not all at once beside the first gradings (at d9b34fe, 2 GPUs on 32 CPUs, the
+    gradings run while all 168 submissions were being prepared took 12-27% longer than on 1 GPU, those
+    run after 1-6%; on 1 GPU no longer than after). Where the builds are slower than the gradings,
+    every preparation process stays at work, as before."""
+    waiting = iter(jobs)
+    pending: dict = {}  # future: its job, in the order started
+
+    def start_next() -> None:
+        for job in waiting:
+            pending[submit(job)] = job
+            return
+
+    for _ in range(max(1, ahead)):
+        start_next()
+
+    def handed_on():
+        while pending:
+            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for fut in [f for f in pending if f in done]:
+                job = pending.pop(fut)
+                start_next()
+                yield job, fut
+
+    return handed_on()
+
+
 def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_gb, seeds, echo, devices,
            session, run_file, t0, lanes, sandbox_known) -> int:
     t_build = time.perf_counter()
@@ -531,47 +563,50 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     prepared_at = {"s": 0.0}
     unprepared: list[str] = []
 
-    def preparing(pool) -> dict:
-        """Every submission's preparation, started now."""
+    def prepared_items(pool) -> Iterator:
+        """Each submission as soon as it is prepared: what no GPU can change is written now
+        (submissions that are missing, unreadable, or failed a check before the build: nothing of theirs
+        would run); the rest go to the GPUs, which grade while the others are still being prepared.
+        At most `jobs` of them are prepared or being prepared ahead of the lanes (prepared_ahead)."""
         def finished(_):  # when the last one was ready (not when a lane took it)
             prepared_at["s"] = max(prepared_at["s"], time.perf_counter() - t_build)
 
-        futures = {pool.submit(_prepare_job, (ex.id, str(p) if p else None, d)): (student, ex, p, d)
-                   for student, ex, p, d in todo}
-        for fut in futures:
+        def submit(job):
+            student, ex, p, d = job
+            fut = pool.submit(_prepare_job, (ex.id, str(p) if p else None, d))
             fut.add_done_callback(finished)
-        return futures
+            return fut
 
-    def prepared_items(futures):
-        """Each submission as soon as it is prepared: what no GPU can change is written now
-        (submissions that are missing, unreadable, or failed a check before the build: nothing of theirs
-        would run); the rest go to the GPUs, which grade while the others are still being prepared."""
-        for fut in cf.as_completed(futures):
-            student, ex, path, display = futures[fut]
-            try:
-                prep = fut.result()
-            except Exception as e:  # failed twice (_prepare_job): no verdict, left to the next run; the others go on
-                unprepared.append(f"{student} {ex.id}: its preparation failed (the grader's, not the "
-                                  f"submission's): {type(e).__name__}: {e}")
-                continue
-            if (student, ex.id) in problems:
-                prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
-                done(student, ex, record_of(student, ex, prep.result, 0.0))
-            elif prep.module_dir is None and prep.result.failures:
-                done(student, ex, record_of(student, ex, prep.result, 0.0))
-            else:
-                yield (student, ex.id, prep, opts, str(path), display)
-        echo(f"prepared (static checks, SASS, builds) in {prepared_at['s']:.0f} s with {jobs} processes")
+        ready = prepared_ahead(todo, submit, jobs)  # (the first ones start now, not at the first item taken)
+
+        def items():
+            for (student, ex, path, display), fut in ready:
+                try:
+                    prep = fut.result()
+                except Exception as e:  # failed twice (_prepare_job): no verdict, left to the next run; the others go on
+                    unprepared.append(f"{student} {ex.id}: its preparation failed (the grader's, not the "
+                                      f"submission's): {type(e).__name__}: {e}")
+                    continue
+                if (student, ex.id) in problems:
+                    prep.result.add("source", "readable", "fail", problems[(student, ex.id)])
+                    done(student, ex, record_of(student, ex, prep.result, 0.0))
+                elif prep.module_dir is None and prep.result.failures:
+                    done(student, ex, record_of(student, ex, prep.result, 0.0))
+                else:
+                    yield (student, ex.id, prep, opts, str(path), display)
+            echo(f"prepared (static checks, SASS, builds) in {prepared_at['s']:.0f} s with {jobs} processes")
+
+        return items()
 
     t_run = time.perf_counter()
     # (the preparation's processes and the slots' are waited for inside: their CPU seconds count)
     with CpuMeter() as meter, \
             cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_preparation_process) as pool:
-        futures = preparing(pool)
+        prepared = prepared_items(pool)
         if session is not None:
             sandbox_known()  # (before any grading process starts)
-            items = list(prepared_items(futures))  # (a Ray run takes them all at once)
+            items = list(prepared)  # (a Ray run takes them all at once)
             t_run = time.perf_counter()
             try:
                 stats = session.grade(items, [e.id for e in exs], done, run_info, save_run)
@@ -579,7 +614,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                 echo(f"ray: {e}")
                 return 1
         else:
-            stats = _grade_on_slots(prepared_items(futures), devices, runtime, exs, done, echo, run_info, save_run,
+            stats = _grade_on_slots(prepared, devices, runtime, exs, done, echo, run_info, save_run,
                                     lanes, out / ".work" / "gates", opts, bool(todo), sandbox_known)
     build_s = prepared_at["s"]
     counts["errors"] = unprepared + stats.get("errors", [])
