@@ -467,3 +467,84 @@ def test_a_case_that_ran_out_of_gpu_memory_runs_once_more(monkeypatch, runs_out)
         with pytest.raises(RuntimeError, match="CUDA out of memory, and again after 0.01 s .*2.00 GiB"):
             worker._case_run(None, None, None, 7, gate)
     assert tries == [7, 7] and released == [0]
+
+
+def test_one_process_times_twice_each_time_alone_its_work_between_beside_the_others(tmp_path):
+    """worker.measure asks for the GPU alone once per performance case, its correctness run and
+    re-check between the timings beside the others: each turn is granted in its turn (a second WANT
+    after the first one's end), nothing of the others runs inside one, and the waits are counted."""
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    a = Process(gate, tmp_path / "a", log, "a")
+    b = Process(gate, tmp_path / "b", log, "b")
+
+    def cases():
+        for i in range(20):
+            b.work(f"case {i}", 0.02)
+
+    t = threading.Thread(target=cases)
+    t.start()
+    time.sleep(0.03)
+    done = threading.Event()
+
+    def timings():
+        for case in ("fp16", "bf16"):
+            a.work(f"inputs {case}", 0.03)
+            a.work(f"timing {case}", 0.08, exclusive=True)
+            a.work(f"re-check {case}", 0.03)
+        done.set()
+
+    threading.Thread(target=timings, daemon=True).start()
+    assert done.wait(10), "a second turn to time was never granted"
+    t.join()
+    for p in (a, b):
+        p.close()
+    alone = [e for e in log if e[1].startswith("timing")]
+    assert len(alone) == 2 and len(log) == 26
+    assert not [e for e in log if e[0] == "b" and any(_overlaps(e, x) for x in alone)]
+    between = [e for e in log if e[0] == "a" and not e[1].startswith("timing")]
+    assert any(e[0] == "b" and any(_overlaps(e, x) for x in between) for e in log)  # beside the others
+    assert 0.0 < a.worker.waited_s < 1.0 and b.worker.waited_s == 0.0
+
+
+def test_a_performance_case_has_only_its_timed_calls_with_the_gpu_alone(monkeypatch):
+    """worker.measure under a gate: the case's inputs and correctness run, then its re-check after the
+    timing, each a stretch of work beside the other gradings (busy); only bench_interleaved inside
+    exclusive()."""
+    import contextlib
+
+    import torch
+
+    from grader import bench, exercises
+    from grader.check import worker
+
+    ex = exercises.get("day02.silu_and_mul")
+    case = ex.perf_cases[0]
+    ran = []  # (what, the gate's state while it ran)
+
+    class Recording:
+        state = "none"
+
+        @contextlib.contextmanager
+        def _in(self, state):
+            before, self.state = self.state, state
+            try:
+                yield
+            finally:
+                self.state = before
+
+        def busy(self):
+            return self._in("busy")
+
+        def exclusive(self):
+            return self._in("alone")
+
+    gate = Recording()
+    monkeypatch.setattr(worker, "run_case", lambda *a, **k: (ran.append(("case", gate.state)), (True, "ok", {}, {}, {}, {}))[1])
+    monkeypatch.setattr(worker, "_rerun", lambda *a, **k: (ran.append(("re-check", gate.state)), (True, "ok"))[1])
+    timing = bench.Timing(0.3, 0.29, 0.31, 0.3, 0.001, 10)
+    monkeypatch.setattr(bench, "bench_interleaved", lambda fns, flush: (ran.append(("timed", gate.state)), {k: timing for k in fns})[1])
+    monkeypatch.setattr(bench, "theoretical_bandwidth", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    status, detail, metrics = worker.measure(ex, None, case, None, calibrated=3000.0, gate=gate)
+    assert ran == [("case", "busy"), ("timed", "alone"), ("re-check", "busy")]
+    assert metrics["valid"] and status in ("pass", "fail") and "target" in detail

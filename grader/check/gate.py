@@ -329,6 +329,7 @@ class WorkerGate:
         self._busy = False
         self.slowest_call = 0.0
         self.paused_s = 0.0  # how long busy() has waited, paused while another grading on this GPU timed
+        self.waited_s = 0.0  # how long exclusive() has waited for its turn (and for the others to pause)
         if enabled:
             threading.Thread(target=self._acknowledge, daemon=True).start()
             _write(self.folder / LISTENING, "1")
@@ -385,9 +386,11 @@ class WorkerGate:
             yield
             return
         token = uuid.uuid4().hex
+        t0 = time.perf_counter()
         _write(self.folder / WANT, token)
         while _read(self.folder / GRANTED) != token:  # (not busy meanwhile: pauses are acknowledged)
             time.sleep(POLL_S)
+        self.waited_s += time.perf_counter() - t0
         self._busy = True
         try:
             yield

@@ -119,8 +119,10 @@ def _case_run(ex, mod, case, seed, gate) -> tuple[bool, str]:
 
 _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
 PAUSED_PHASE = "paused while another grading on this GPU timed"
+WAITED_PHASE = "waiting for the GPU alone"  # (for its turn to time, and for the others to pause)
 _KEPT_BYTES = 0  # GPU memory kept in torch's allocator between cases (main: RunOptions.case_memory_kept)
 _GATE = None  # this process's gate.WorkerGate (main): a call of the learner's code is written down there
+_NO_GATE = WorkerGate(".", False)  # (a timing outside main: busy() and exclusive() do nothing)
 
 
 def _graded_call(ex, mod, p, inputs, outputs, poison: bool = False) -> None:
@@ -370,25 +372,34 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.0f} {unit}" if unit == "GB/s" else f"{value:.1f} {unit}"
 
 
-def measure(ex, mod, case, flusher, calibrated=None) -> tuple[str, str, dict]:
+def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, str, dict]:
     """Time the kernel and its baselines on one performance case; (status, detail, metrics).
-    `calibrated`: the graded baseline's value for this case, measured once for a class run."""
+    `calibrated`: the graded baseline's value for this case, measured once for a class run. `gate`
+    (class grading's lanes): only the timed calls run with the GPU to this process alone; the case's
+    inputs, its correctness run before and its re-check after run beside the other gradings (at
+    d9b34fe they were most of the window in which the others stood paused: 0.27 s a grading, the
+    timed calls ~0.05 s of it, and their allocations wait in the driver on the host's other GPUs)."""
     import torch
 
     from ..bench import bench_interleaved, theoretical_bandwidth
 
+    gate = gate or _NO_GATE
     t = ex.target
     p = case.params
-    ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, config.PROFILE_SEED, poison=False)
+    with gate.busy():
+        ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, config.PROFILE_SEED, poison=False)
     if not ok:
         return "fail", "not timed, results are wrong: " + msg, {"valid": False}
     nbytes = int(t.bytes(p))
     fns = {"yours": (lambda: ex.call(mod, p, inputs, outputs), nbytes)}
     baselines = [t.baseline, *t.also] if calibrated is None else []
-    fns.update(_baseline_fns(ex, t, p, inputs, baselines))
-    timings = bench_interleaved({k: fn for k, (fn, _) in fns.items()}, flusher)
-    torch.cuda.synchronize()
-    ok, msg = _rerun(ex, mod, p, inputs, before, outputs, expected)  # still correct after timing
+    with gate.busy():  # (a baseline's own inputs, where it needs any)
+        fns.update(_baseline_fns(ex, t, p, inputs, baselines))
+    with gate.exclusive():
+        timings = bench_interleaved({k: fn for k, (fn, _) in fns.items()}, flusher)
+        torch.cuda.synchronize()
+    with gate.busy():
+        ok, msg = _rerun(ex, mod, p, inputs, before, outputs, expected)  # still correct after timing
     values = {k: _value(t, p, moved, timings[k]) for k, (_, moved) in fns.items()}
     graded = values[t.baseline.name] if calibrated is None else calibrated
     yours = values["yours"]
@@ -503,15 +514,17 @@ def release_case_memory(kept: int | None = None):
         torch.cuda.empty_cache()
 
 
-def time_cases(ex, mod, calibrated: dict, emit) -> bool:
-    """Every performance case timed; False if the CUDA context was lost."""
+def time_cases(ex, mod, calibrated: dict, emit, gate=None) -> bool:
+    """Every performance case timed (measure: with `gate`, each case's timed calls with the GPU alone);
+    False if the CUDA context was lost."""
     from ..bench import L2Flusher
 
-    flusher = L2Flusher()
+    with (gate or _NO_GATE).busy():
+        flusher = L2Flusher()
     for case in ex.perf_cases:
         emit(event="start", name=case.label)
         try:
-            status, detail, metrics = measure(ex, mod, case, flusher, calibrated.get(case.label))
+            status, detail, metrics = measure(ex, mod, case, flusher, calibrated.get(case.label), gate)
             emit(group="performance", name=case.label, status=status, detail=detail, metrics=metrics)
         except Exception as e:
             emit(group="performance", name=case.label, status="fail", detail=_short_error(e))
@@ -581,15 +594,17 @@ def main(cfg: dict) -> int:
         untimed = []
     profiling = part != "no launches" and not small and ex.learner_file != "python"
     # (a pause while the module loaded is part of the process's start, not of the first phase)
-    t_phase, paused_before = time.perf_counter(), gate.paused_s
+    t_phase, paused_before, waited_before = time.perf_counter(), gate.paused_s, gate.waited_s
 
-    def phase(name):  # the seconds since the last phase ended, under `name`; paused ones apart
-        nonlocal t_phase, paused_before
-        now, paused = time.perf_counter(), gate.paused_s - paused_before
-        emit(event="phase", name=name, seconds=now - t_phase - paused)
+    def phase(name):  # the seconds since the last phase ended, under `name`; paused and waiting ones apart
+        nonlocal t_phase, paused_before, waited_before
+        now, paused, waited = time.perf_counter(), gate.paused_s - paused_before, gate.waited_s - waited_before
+        if waited > 0:
+            emit(event="phase", name=WAITED_PHASE, seconds=waited)
+        emit(event="phase", name=name, seconds=now - t_phase - paused - waited)
         if paused > 0:
             emit(event="phase", name=PAUSED_PHASE, seconds=paused)
-        t_phase, paused_before = now, gate.paused_s
+        t_phase, paused_before, waited_before = now, gate.paused_s, gate.waited_s
 
     for case in untimed:
         emit(event="start", name=case.label)
@@ -621,11 +636,9 @@ def main(cfg: dict) -> int:
             return 1
         phase("side stream")
     if cfg.get("perf", True) and ex.perf_cases and part != "launches":
-        with gate.exclusive():  # every other grading on this GPU paused (class grading's lanes)
-            if gate.enabled:
-                phase("waiting for the GPU alone")
-            if not time_cases(ex, mod, cfg.get("calibrated") or {}, emit):
-                return 1
+        # each case's timed calls with every other grading on this GPU paused (class grading's lanes)
+        if not time_cases(ex, mod, cfg.get("calibrated") or {}, emit, gate):
+            return 1
         phase(f"timing ({_count(len(ex.perf_cases), 'case')})")
     # After the timing: CUPTI, once the profiler has started it, stays in the process and slows every
     # later launch (the cases ran 2-3x slower after it), and what is timed should not carry it.
