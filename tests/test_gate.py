@@ -548,3 +548,49 @@ def test_a_performance_case_has_only_its_timed_calls_with_the_gpu_alone(monkeypa
     status, detail, metrics = worker.measure(ex, None, case, None, calibrated=3000.0, gate=gate)
     assert ran == [("case", "busy"), ("timed", "alone"), ("re-check", "busy")]
     assert metrics["valid"] and status in ("pass", "fail") and "target" in detail
+
+
+def test_a_process_ending_holds_any_timing_until_it_has_gone(tmp_path):
+    """WorkerGate.hold at a grading process's end: its exit (the CUDA context torn down, memory given
+    back) is a stretch of work no timing runs beside; the timing starts once its supervisor has taken
+    it off the registry (the process has ended)."""
+    gate, log = GpuGate(tmp_path / "gpu-0"), []
+    a = Process(gate, tmp_path / "a", log, "a")
+    b = Process(gate, tmp_path / "b", log, "b")
+    b.worker.hold()
+    t = threading.Thread(target=a.work, args=("timing", 0.01), kwargs={"exclusive": True})
+    t0 = time.monotonic()
+    t.start()
+    time.sleep(0.4)
+    assert not log, "the timing ran beside a process still ending"
+    b.close()  # (its supervisor: the process has exited)
+    t.join(5)
+    a.close()
+    assert [e[1] for e in log] == ["timing"] and log[0][2] - t0 >= 0.4
+
+
+def test_memory_given_back_between_cases_is_a_stretch_of_work(monkeypatch):
+    """worker.release_case_memory: the blocks given back to the driver (cudaFree) inside busy(), never
+    beside another grading's timing (at 9fa02d3 a right answer timed beside one read 0.871x)."""
+    import contextlib
+
+    import torch
+
+    from grader.check import worker
+
+    state, seen = ["idle"], []
+
+    class Recording:
+        @contextlib.contextmanager
+        def busy(self):
+            state[0] = "busy"
+            try:
+                yield
+            finally:
+                state[0] = "idle"
+
+    monkeypatch.setattr(worker, "_GATE", Recording())
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 8 << 30)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: seen.append(state[0]))
+    worker.release_case_memory(0)
+    assert seen == ["busy"]

@@ -344,6 +344,18 @@ class WorkerGate:
                 said = token
             time.sleep(POLL_S)
 
+    def _start_stretch(self) -> None:
+        """Busy from now on, once no timing asked for a pause (until it has ended: paused_s)."""
+        while True:
+            self._busy = True
+            if not (self.folder / PAUSE).exists():
+                return
+            self._busy = False
+            t0 = time.perf_counter()
+            while (self.folder / PAUSE).exists():
+                time.sleep(POLL_S)
+            self.paused_s += time.perf_counter() - t0
+
     @contextlib.contextmanager
     def busy(self):
         """A stretch of GPU work (one run of a case: inputs, reference, the call, the comparison): it
@@ -351,20 +363,19 @@ class WorkerGate:
         if not self.enabled:
             yield
             return
-        while True:
-            self._busy = True
-            if not (self.folder / PAUSE).exists():
-                break
-            self._busy = False
-            t0 = time.perf_counter()
-            while (self.folder / PAUSE).exists():
-                time.sleep(POLL_S)
-            self.paused_s += time.perf_counter() - t0
+        self._start_stretch()
         try:
             yield
         finally:
             _synchronize()
             self._busy = False
+
+    def hold(self) -> None:
+        """Busy from now until the process ends (its exit: the CUDA context torn down, its memory given
+        back to the driver): a timing asked meanwhile waits until it has gone (its supervisor then takes
+        it off the registry)."""
+        if self.enabled:
+            self._start_stretch()
 
     @contextlib.contextmanager
     def calling(self):
