@@ -218,6 +218,11 @@ def test_projection_from_measured_runs(tmp_path):
     (tmp_path / "class-grading.json").write_text(json.dumps(dict(lanes, runs=[one, lanes])))
     md = class_report(tmp_path)
     assert "The preparation runs beside the GPU phase" in md and "4 submissions at a time on each GPU" in md
+    # a preparation at the lanes' pace (its processes idle between submissions, its wall time the GPU
+    # phase's): its process-seconds are its stages summed over the gradings, not processes x wall time
+    lanes["stage_s"] = {"source and SASS checks": 90.0, "extension linked": 30.0, "44 cases x 4 seeds": 500.0}
+    p4 = projection(dict(lanes, runs=[one, lanes]), exercises=16)
+    assert p4["prepare_per_submission_s"] == 120.0 / 30 and p4["rows"][1]["prepare_s"] == 4800 * 4.0 / 64
 
 
 def test_the_class_report_says_where_the_gradings_time_went(tmp_path):

@@ -39,6 +39,12 @@ def default_source(ex: Exercise, solutions: bool | None = None) -> Path:
     return ex.solution_path if solutions else ex.stub_path
 
 
+# The stages of a check's timing line that prepare() measures (class grading: its preparation processes)
+CHECKS_STAGE, PROBE_STAGE = "source and SASS checks", "torch and the GPU probe (what the checks did not cover)"
+LINKED_STAGE, CACHED_STAGE, TEMPLATE_STAGE = "extension linked", "extension (cached)", "template checks"
+PREPARATION_STAGES = (CHECKS_STAGE, PROBE_STAGE, LINKED_STAGE, CACHED_STAGE, TEMPLATE_STAGE)
+
+
 def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = None) -> Prepared:
     """Everything before the kernel runs: read, static checks, SASS, build. Needs no GPU to
     compile; builds the extension only where a GPU will run it. torch's import (has_gpu) runs
@@ -76,7 +82,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
     if not static_checks(ex, src, result):
         return prep
     report = sass_checks(ex, src, result)  # one nvcc call: the SASS and the host object that is linked
-    result.add_time("source and SASS checks", time.perf_counter() - t_checks)
+    result.add_time(CHECKS_STAGE, time.perf_counter() - t_checks)
     if any(i.group == "build" for i in result.failures):
         return prep
     if not link_checks(ex, src, result, report):  # what the host code links to and runs at load
@@ -91,7 +97,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
     gpu = toolchain.has_gpu()  # (torch's import and the CUDA probe, started beside the checks: what is left)
     waited = time.perf_counter() - t_probe
     if waited > 0.01:
-        result.add_time("torch and the GPU probe (what the checks did not cover)", waited)
+        result.add_time(PROBE_STAGE, waited)
     if not gpu:
         if ex.learner_file == "template":
             result.add("build", CACHE_HIT, "skip", "skipped: no CUDA GPU here (compile-only mode): the extension "
@@ -106,7 +112,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         result.add("build", "torch extension", "fail", e.summary())
         return prep
     result.build_seconds = built.seconds
-    result.add_time("extension linked" if not built.cached else "extension (cached)", time.perf_counter() - t_build)
+    result.add_time(LINKED_STAGE if not built.cached else CACHED_STAGE, time.perf_counter() - t_build)
     if ex.learner_file == "template":
         _cache_hit_check(ex, template, built, result)
     # The kernels the call may launch: those the compiled SASS holds (what was built, however it is
@@ -159,7 +165,7 @@ def _template_checks(ex: Exercise, template: _build.Source, src: _build.Source, 
         result.add("build", CACHE_KEY, "fail", f"{template.path}: {type(e).__name__}: {e}")
         return False
     finally:
-        result.add_time("template checks", time.perf_counter() - t0)
+        result.add_time(TEMPLATE_STAGE, time.perf_counter() - t0)
     problems = []
     if again.text != src.text:
         line = next(i for i, (a, b) in enumerate(zip(again.text.splitlines() + [""], src.text.splitlines() + [""]), 1)

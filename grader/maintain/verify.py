@@ -915,7 +915,13 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
     base = one or runs[-1]
     rate = _rate(base)
     t = base["timing"]
-    prep_per = t["prepare_s"] * t["jobs"] / max(1, t["graded"])     # process-seconds per submission
+    # Process-seconds of preparation per submission: its stages summed over the gradings (since 426179d the
+    # preparation goes at the lanes' pace, its processes idle between submissions); runs recorded without
+    # them: its processes' count times its wall time (all at work from start to end then).
+    from ..check.pipeline import PREPARATION_STAGES
+
+    prepared = sum((base.get("stage_s") or {}).get(k, 0.0) for k in PREPARATION_STAGES)
+    prep_per = (prepared or t["prepare_s"] * t["jobs"]) / max(1, t["graded"])
     # one exercise's baseline, per GPU (the slots' setup: measured from the runs with slots on)
     calib_per = t.get("calibrate_s")
     n = students * exercises
