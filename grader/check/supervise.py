@@ -313,6 +313,9 @@ def overdue_pause(gate: Supervised, in_call: float, run_limit: float | None) -> 
     return not (run_limit and in_call > 0 and run_limit - in_call <= config.PAUSE_RACE_S)
 
 
+RESULTS_FILE = "results.jsonl"  # in a grading process's folder: what it reports, a JSON record a line
+
+
 def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | None = None,
                warm: WarmWorker | None = None, part: str = "all") -> bool:
     """Run the worker on a prepared submission, adding what it reports to `result`
@@ -327,7 +330,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
             t_copy = time.perf_counter()
             module_dir = copy_module(module_dir, warm.tmp)
             result.add_time("module copied to the grading process", time.perf_counter() - t_copy)
-        results = Path(tmp) / "results.jsonl"
+        results = Path(tmp) / RESULTS_FILE
         results.touch()
         worker_config = {"exercise": ex.id, "module_dir": module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),

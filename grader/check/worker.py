@@ -386,15 +386,14 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     gate = gate or _NO_GATE
     t = ex.target
     p = case.params
-    with gate.busy():
+    baselines = [t.baseline, *t.also] if calibrated is None else []
+    with gate.busy():  # (with the baselines' own inputs, where they need any)
         ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, config.PROFILE_SEED, poison=False)
+        theirs = _baseline_fns(ex, t, p, inputs, baselines) if ok else {}
     if not ok:
         return "fail", "not timed, results are wrong: " + msg, {"valid": False}
     nbytes = int(t.bytes(p))
-    fns = {"yours": (lambda: ex.call(mod, p, inputs, outputs), nbytes)}
-    baselines = [t.baseline, *t.also] if calibrated is None else []
-    with gate.busy():  # (a baseline's own inputs, where it needs any)
-        fns.update(_baseline_fns(ex, t, p, inputs, baselines))
+    fns = {"yours": (lambda: ex.call(mod, p, inputs, outputs), nbytes), **theirs}
     with gate.exclusive():
         timings = bench_interleaved({k: fn for k, (fn, _) in fns.items()}, flusher)
         torch.cuda.synchronize()
@@ -511,7 +510,7 @@ def release_case_memory(kept: int | None = None):
 
     # (a stretch of GPU work: blocks given back to the driver while another grading on this GPU times
     # slowed its kernel; at 9fa02d3, done outside a stretch, one timing of a right answer read 0.871x)
-    with _GATE.busy() if _GATE is not None else contextlib.nullcontext():
+    with (_GATE or _NO_GATE).busy():
         gc.collect()
         if torch.cuda.memory_reserved() > (_KEPT_BYTES if kept is None else kept):
             torch.cuda.empty_cache()
@@ -522,7 +521,8 @@ def time_cases(ex, mod, calibrated: dict, emit, gate=None) -> bool:
     False if the CUDA context was lost."""
     from ..bench import L2Flusher
 
-    with (gate or _NO_GATE).busy():
+    gate = gate or _NO_GATE
+    with gate.busy():
         flusher = L2Flusher()
     for case in ex.perf_cases:
         emit(event="start", name=case.label)

@@ -22,6 +22,9 @@ import sys
 import time
 from collections import defaultdict
 
+from ..check.supervise import RESULTS_FILE
+from ..check.worker import PAUSED_PHASE, WARM_READY
+
 TICK_S = 0.2
 BIN_S = 5
 TOOLS = {"cicc": "nvcc", "ptxas": "nvcc", "nvcc": "nvcc", "cudafe++": "nvcc", "fatbinary": "nvcc", "nvlink": "nvcc",
@@ -146,7 +149,7 @@ def grading_stage(folder: str) -> str:
     results file begun), 'cases' (ready: the correctness cases), 'after PHASE' (the phase that ended
     last: the next one runs), 'exiting' (done)."""
     try:
-        with open(os.path.join(folder, "results.jsonl"), "rb") as f:
+        with open(os.path.join(folder, RESULTS_FILE), "rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 65536))
             lines = f.read().decode(errors="replace").splitlines()
@@ -161,7 +164,7 @@ def grading_stage(folder: str) -> str:
         event = rec.get("event") if isinstance(rec, dict) else None
         if event == "ready":
             stage = "cases"
-        elif event == "phase" and rec.get("name") != "paused while another grading on this GPU timed":
+        elif event == "phase" and rec.get("name") != PAUSED_PHASE:
             stage = f"after {rec.get('name')}"
         elif event == "done":
             stage = "exiting"
@@ -169,7 +172,7 @@ def grading_stage(folder: str) -> str:
         return stage
     if lines:
         return "module loading"
-    return "waiting for its submission" if os.path.exists(os.path.join(folder, "warm-ready")) else "starting"
+    return "waiting for its submission" if os.path.exists(os.path.join(folder, WARM_READY)) else "starting"
 
 
 def _wait_kind(doing: str) -> str:
