@@ -1,7 +1,7 @@
 """Timing that holds up (see grading-method.md).
 
 Each timed call: flush L2 by writing a buffer of max(256 MB, 2 x L2) with an SM
-kernel, record CUDA events around the call, never count the first call, warm up
+kernel and reading it back (L2 left clean, holding nothing of the call's), record CUDA events around the call, never count the first call, warm up
 for >= 25 ms or 10 calls, repeat until the standard error is under 0.5% of the
 mean (or a time cap), report the median with p20/p80. Each batch of timed calls
 is queued behind a GPU busy wait longer than the host takes to queue it, so that
@@ -42,16 +42,22 @@ class Timing:
 class L2Flusher:
     """Evicts L2 before a timed call, so that the call starts with a cold cache, as it would
     inside a real model. `mode` (benchmarks/l2_flush compares them):
-    - "write": write a buffer bigger than L2 with an SM kernel (torch's fill_). L2 is left
-      full of the buffer's dirty lines, which the timed call then writes back to DRAM as it
-      evicts them: up to one L2 of writes charged to the call.
-    - "read": read such a buffer (a reduction): L2 is left holding clean lines.
-    - "write+read": write it, then read it."""
+    - "write+read" (the grader's): write a buffer bigger than L2 with an SM kernel (torch's
+      fill_), then read all of it with the read-ceiling kernel (check/ptx.py). L2 is left full of
+      clean lines of a buffer no one times: nothing the call needs is cached, and the call pays
+      for no one else's writes. Fair to a kernel that only reads and to one that reads and writes
+      alike; see docs/grading-method.md.
+    - "write": the write alone. L2 is left full of the buffer's dirty lines, which the timed call
+      writes back to DRAM as it evicts them: up to one L2 of writes charged to the call, a larger
+      share of a read-only kernel's time than of a copy's.
+    - "read": the read alone (L2 clean, but not evicted of lines that a write there left dirty)."""
 
-    MODES = ("write", "read", "write+read")
+    MODES = ("write+read", "write", "read")
 
-    def __init__(self, mode: str = "write"):
+    def __init__(self, mode: str = "write+read"):
         import torch
+
+        from .check.ptx import StreamingRead
 
         if mode not in self.MODES:
             raise ValueError(f"L2Flusher mode {mode!r}: one of {self.MODES}")
@@ -59,17 +65,16 @@ class L2Flusher:
         self.mode = mode
         self.nbytes = max(256 << 20, 2 * l2)
         self.buf = torch.empty(self.nbytes // 4, dtype=torch.int32, device="cuda")
+        self.read = StreamingRead(self.nbytes, buffer=self.buf) if mode != "write" else None
         self.count = 0
         _reset_persisting_l2()
 
     def __call__(self):
-        import torch
-
         self.count += 1
         if self.mode != "read":
             self.buf.fill_(self.count & 0xFF)
-        if self.mode != "write":
-            torch.amax(self.buf)
+        if self.read is not None:
+            self.read()
 
 
 def _reset_persisting_l2():
@@ -256,3 +261,12 @@ def copy_baseline(nbytes: int):
     src = torch.empty(half, dtype=torch.uint8, device="cuda").random_(0, 255)
     dst = torch.empty_like(src)
     return (lambda: dst.copy_(src)), 2 * half
+
+
+def read_baseline(nbytes: int):
+    """The read ceiling of a kernel that must read `nbytes` and write next to nothing (check/ptx.py
+    StreamingRead): what memory-bound kernels that only read are graded against."""
+    from .check.ptx import StreamingRead
+
+    read = StreamingRead(nbytes)
+    return read, read.nbytes

@@ -103,7 +103,12 @@ class Baseline:
     required: float | None = None
 
 
+# The speeds of light of memory-bound work, built by the grader for as many bytes as the kernel
+# must move: a kernel that reads and writes alike against a copy, one that only reads (a skinny GEMM,
+# decode attention) against the read-ceiling kernel, never against a copy.
 COPY = Baseline("copy", "device-to-device copy")
+READ = Baseline("read", "streaming read of as many bytes (the read ceiling)")
+CEILINGS = {"copy": COPY, "read": READ}
 
 
 def matmul_baseline(run: Callable[[dict, dict, dict], None]) -> Baseline:
@@ -125,7 +130,8 @@ def sdpa_flash_baseline(run: Callable[[dict, dict, dict], None]) -> Baseline:
 @dataclass(frozen=True)
 class Target:
     """What "fast enough" means, measured as a ratio against `baseline` timed in the same run.
-    kind "memory": bytes / time against a device copy of as many bytes (`ratio` x copy GB/s);
+    kind "memory": bytes / time against the speed of light of as many bytes of the same traffic
+    (a device copy, or the read ceiling for a kernel that only reads: `ratio` x its GB/s);
     "compute": `flops` / time against `baseline` on the same inputs (`ratio` x its TFLOP/s);
     "latency": time against a reference implementation (`ratio` x faster).
     `bytes` (every kind): the fewest bytes a call must read and write; a result faster than
@@ -152,8 +158,10 @@ class Target:
         return f">= {self.ratio:.2f}x {self.baseline.label} ({self.unit})"
 
 
-def memory_bound(bytes_moved, ratio: float, also: tuple[Baseline, ...] = ()) -> Target:
-    return Target("memory", ratio, COPY, bytes_moved, also=also)
+def memory_bound(bytes_moved, ratio: float, also: tuple[Baseline, ...] = (), traffic: str = "copy") -> Target:
+    """`ratio` x the speed of light of the kernel's `traffic`: "copy" (reads and writes alike) or
+    "read" (reads, writes next to nothing)."""
+    return Target("memory", ratio, CEILINGS[traffic], bytes_moved, also=also)
 
 
 def compute_bound(flops, bytes_moved, baseline: Baseline, ratio: float, dtype, also=()) -> Target:
