@@ -102,7 +102,7 @@ EXERCISES = [
         # Read the weight and x once, write y once (x is re-read by every block, from L2).
         bytes_moved=lambda p: 2 * (p["N"] * p["K"] + p["M"] * p["K"] + p["M"] * p["N"]),
         target=memory_bound(lambda p: 2 * (p["N"] * p["K"] + p["M"] * p["K"] + p["M"] * p["N"]), 0.90,
-                            also=(matmul_baseline(_matmul),)),
+                            also=(matmul_baseline(_matmul),), traffic="read"),
         target_note="on an H200, cuBLAS (torch.matmul) reached 0.68-0.72x of a 2 GB copy at these shapes "
                     "(grading-method.md) and 0.75-0.86x of a copy of the same bytes in the course's run: the "
                     "target asks for more than cuBLAS",
