@@ -182,7 +182,7 @@ def measure(exercise_id: str, mods: dict, fi=None, cases: int | None = None) -> 
     """Time `mods` (e.g. modules(exercise_id): the solution, then yours) and FlashInfer's function on
     the exercise's timed cases (the first `cases` of them), interleaved in one run, each case recorded
     under label(exercise_id, case) for the GPU report. Returns {case label: {name: metrics}}:
-    bandwidth exercises in GB/s and copy_ratio, compute-bound in TFLOP/s, latency in us. Every output
+    bandwidth exercises in GB/s and <ceiling>_ratio (copy_ratio, read_ratio), compute-bound in TFLOP/s, latency in us. Every output
     is first compared with the first module's (the solution's): `max_rel_diff` is the largest
     difference relative to the output's largest entry; one above 2% means other work or wrong results,
     and that module (or FlashInfer) is not timed. None (after saying why) without a GPU or FlashInfer."""
@@ -222,7 +222,7 @@ def measure(exercise_id: str, mods: dict, fi=None, cases: int | None = None) -> 
                 del fns[name]
         tag = label(exercise_id, case.label)
         if ex.target.kind == "memory":
-            row = nb.measure_bandwidth(fns, int(ex.target.bytes(p)), label=tag)
+            row = nb.measure_bandwidth(fns, int(ex.target.bytes(p)), label=tag, ceiling=ex.target.baseline.name)
         elif ex.target.kind == "compute":
             row = nb.measure_tflops(fns, ex.target.flops(p), label=tag)
         else:
@@ -252,7 +252,7 @@ def _fresh_call(ex, p, inputs, mod, state, fi) -> dict:
     return {**{k: v for k, v in fresh.items() if k in ex.inplace}, **outputs}
 
 
-METRICS = {"memory": ("copy_ratio", "fraction of a device copy's bandwidth"),
+METRICS = {"memory": ("{ceiling}_ratio", "fraction of the {label}'s bandwidth"),
            "compute": ("tflops", "TFLOP/s"),
            "latency": ("us", "us per call (lower is faster)")}
 
@@ -264,21 +264,24 @@ def plot(exercise_id: str, results: dict | None = None, ax=None):
     from . import exercises, nb
 
     ex = exercises.get(exercise_id)
-    metric, axis_label = METRICS[ex.target.kind]
+    metric, axis_label = (m.format(ceiling=ex.target.baseline.name, label=ex.target.baseline.label)
+                          for m in METRICS[ex.target.kind])
     caption = ""
     if not results:
         # (never a "yours" row of the report's machine: that was not your kernel)
-        results = {c.label: {n: m for n, m in found.items() if n != "yours"} for c in ex.perf_cases
-                   if (found := nb.reported(label(exercise_id, c.label)))}
+        # (only rows measured against this exercise's baseline: a report older than a change of it has none)
+        results = {c.label: {n: m for n, m in found.items() if n != "yours" and m.get(metric) is not None}
+                   for c in ex.perf_cases if (found := nb.reported(label(exercise_id, c.label)))}
+        results = {k: v for k, v in results.items() if v}
         if not results:
             print(f"Skipped: the plot needs this machine's measurement, and the committed GPU report has no "
-                  f"FlashInfer measurement of {exercise_id} to show instead.")
+                  f"FlashInfer measurement of {exercise_id} against its {ex.target.baseline.label} to show instead.")
             return None
         caption = nb.label_caption(label(exercise_id, next(iter(results))))
         print(f"Not measured here: the bars are {caption}.")
     import matplotlib.pyplot as plt
 
-    names = [n for n in dict.fromkeys(n for row in results.values() for n in row) if n != "copy"]
+    names = [n for n in dict.fromkeys(n for row in results.values() for n in row) if n != ex.target.baseline.name]
     if ax is None:
         _, ax = plt.subplots(figsize=(1.6 + 1.9 * len(results), 3.4))
     width = 0.8 / len(names)
@@ -286,9 +289,10 @@ def plot(exercise_id: str, results: dict | None = None, ax=None):
         xs = [i + (j - (len(names) - 1) / 2) * width for i in range(len(results))]
         vals = [row.get(name, {}).get(metric) or 0.0 for row in results.values()]
         bars = ax.bar(xs, vals, width, label=name)
-        ax.bar_label(bars, fmt="%.2f" if metric == "copy_ratio" else "%.0f", fontsize=7)
+        ax.bar_label(bars, fmt="%.2f" if metric.endswith("_ratio") else "%.0f", fontsize=7)
     if ex.target.kind == "memory":
-        ax.axhline(ex.target.ratio, color="gray", ls="--", lw=1, label=f"target {ex.target.ratio:.2f}x copy")
+        ax.axhline(ex.target.ratio, color="gray", ls="--", lw=1,
+                   label=f"target {ex.target.ratio:.2f}x {ex.target.baseline.name}")
     ax.set_xticks(range(len(results)), [lbl.replace(" (past L2)", "") for lbl in results], fontsize=7, rotation=12)
     ax.set_ylabel(axis_label)
     ax.set_title(f"{exercise_id} beside FlashInfer" + (f"\n{caption}" if caption else ""), fontsize=9)

@@ -60,25 +60,27 @@ def device_output():
         print(text, end="" if text.endswith("\n") else "\n")
 
 
-def measure_bandwidth(fns: dict, nbytes: dict | int, include_copy: bool = True, label: str = "") -> dict[str, dict]:
+def measure_bandwidth(fns: dict, nbytes: dict | int, include_copy: bool = True, label: str = "",
+                      ceiling: str = "copy") -> dict[str, dict]:
     """Time callables interleaved (cold L2, CUDA events, median) and return, for each,
-    GB/s and the fraction of a device-to-device copy of the same size timed alongside.
-    `label` names the measurement in the GPU verification report."""
-    from .bench import bench_interleaved, copy_baseline
+    GB/s and the fraction of the speed of light of the same bytes timed alongside: a device copy
+    (`ceiling` "copy": `copy_ratio`) or, for kernels that only read, the read ceiling ("read":
+    `read_ratio`). `label` names the measurement in the GPU verification report."""
+    from .bench import bench_interleaved, copy_baseline, read_baseline
 
     sizes = nbytes if isinstance(nbytes, dict) else {k: nbytes for k in fns}
     fns = dict(fns)
-    copy_bytes = None
+    base_bytes = None
     if include_copy:
-        fn, copy_bytes = copy_baseline(max(sizes.values()))
-        fns["copy"] = fn
-        sizes["copy"] = copy_bytes
+        fn, base_bytes = {"copy": copy_baseline, "read": read_baseline}[ceiling](max(sizes.values()))
+        fns[ceiling] = fn
+        sizes[ceiling] = base_bytes
     timings = bench_interleaved(fns, max_reps=100, time_cap_s=1.0)
-    copy_gbps = timings["copy"].gbps(copy_bytes) if include_copy else None
+    base_gbps = timings[ceiling].gbps(base_bytes) if include_copy else None
     out = {}
     for k, t in timings.items():
         g = t.gbps(sizes[k])
-        out[k] = {"gbps": g, "us": t.median_ms * 1e3, "copy_ratio": g / copy_gbps if copy_gbps else None}
+        out[k] = {"gbps": g, "us": t.median_ms * 1e3, f"{ceiling}_ratio": g / base_gbps if base_gbps else None}
     _record(label, out)
     return out
 

@@ -81,8 +81,8 @@ def test_plot_falls_back_to_the_committed_report(monkeypatch, capsys):
     ex = exercises.get("day11.batch_decode")
     first = ex.perf_cases[0].label
     # (the report machine's "yours" was its exercise file, not this learner's kernel: never drawn)
-    rows = {beside.label(ex.id, first): {"solution": {"copy_ratio": 0.6}, "flashinfer": {"copy_ratio": 0.8},
-                                         "yours": {"copy_ratio": 3.0}}}
+    rows = {beside.label(ex.id, first): {"solution": {"read_ratio": 0.6}, "flashinfer": {"read_ratio": 0.8},
+                                         "yours": {"read_ratio": 3.0}, "sdpa": {"copy_ratio": 0.9}}}
     monkeypatch.setattr(nb, "reported", lambda label, what="": rows.get(label))
     monkeypatch.setattr(nb, "gpu_report", lambda: {"environment": {"gpu": "NVIDIA H200", "date": "2026-11-27 10:00"}})
     ax = beside.plot(ex.id)
@@ -138,3 +138,17 @@ def test_your_kernel_runs_beside_flashinfer_only_after_its_check_passed(monkeypa
     capsys.readouterr()
     assert list(beside.modules("day02.silu_and_mul", solution)) == ["solution"]
     assert "judged the reference solution" in capsys.readouterr().out
+
+
+def test_plot_skips_a_report_measured_against_another_baseline(monkeypatch, capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from grader import nb
+
+    ex = exercises.get("day11.batch_decode")  # graded against the read ceiling
+    rows = {beside.label(ex.id, c.label): {"solution": {"copy_ratio": 0.7}, "flashinfer": {"copy_ratio": 0.8}}
+            for c in ex.perf_cases}
+    monkeypatch.setattr(nb, "reported", lambda label, what="": rows.get(label))
+    assert beside.plot(ex.id) is None
+    assert "against its streaming read" in capsys.readouterr().out
