@@ -1,4 +1,4 @@
-"""`python -m grader` / `course-grader`: list, check, doctor, release, verify.
+"""`python -m grader` / `course-grader`: list, check, doctor, release, days-table, verify.
 
 The options of `check` are defined once in options.py and shared with the pytest
 plugin (`pytest --grader day02.silu_and_mul ...`), so both accept the same flags.
@@ -110,6 +110,12 @@ def cmd_release(args) -> int:
     return release(check=args.check, force=args.force)
 
 
+def cmd_days_table(args) -> int:
+    from .maintain.days_table import days_table
+
+    return days_table(check=args.check)
+
+
 def cmd_grade(args) -> int:
     from .classroom import grade_class
 
@@ -157,6 +163,9 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true", help="fail if a stub differs from its solution's")
     p.add_argument("--force", action="store_true", help="overwrite stubs with edits (keeps a .bak)")
     p.set_defaults(fn=cmd_release)
+    p = sub.add_parser("days-table", help="render the README's table of days from the exercise specs")
+    p.add_argument("--check", action="store_true", help="fail if the README's table differs from the specs")
+    p.set_defaults(fn=cmd_days_table)
     p = sub.add_parser("grade", help="grade a class: a folder of submissions, one per student")
     p.add_argument("submissions", help="folder: one folder (mirroring kernels/) or archive per student")
     p.add_argument("--out", required=True, help="folder for the gradebook, results and feedback")

@@ -6,13 +6,14 @@ In `solutions/dayNN/NAME.cu` (or a Jinja2 template of one, `NAME.cu.j2`, or a Py
 `// STUB: text` become `text` in the stub (a TODO, or a line that keeps it
 compiling). The stub `kernels/dayNN/NAME.cu` (`.cu.j2`) records the hash of what was
 generated, so `release` never overwrites a file a learner has edited (unless
-forced, and then it keeps a `.bak` copy).
+forced, and then it keeps a `.bak` copy). `@TARGET@` in a solution becomes, in its stub, the
+exercise's performance target as its spec states it (`target_text`): the number is written once.
 """
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import toolchain
@@ -25,6 +26,7 @@ HEADER_RE = re.compile(r"^// Your exercise: .* \(stub-hash ([0-9a-f]{12})\)\.\n"
 # A Python module's markers are `#` comments: the same patterns with `#` for `//`.
 PY_MARKERS = tuple(re.compile(rx.pattern.replace("//", "#")) for rx in (BEGIN, END, STUB, HEADER_RE))
 PY_HEADER = "# " + HEADER[3:]
+TARGET_TOKEN = "@TARGET@"
 
 
 def _markers(path) -> tuple:
@@ -72,6 +74,29 @@ def make_stub(solution_text: str, name: str = "<solution>") -> str:
     return "\n".join(out) + "\n"
 
 
+def target_text(target) -> str:
+    """A spec's `Target` in words: its own `describe()`, then each `also` baseline that must be
+    reached too (`required`), worded the same way."""
+    parts = [target.describe()]
+    parts += [replace(target, ratio=b.required, baseline=b, also=()).describe()
+              for b in target.also if b.required is not None]
+    return "; and ".join(parts)
+
+
+def fill_target(text: str, solution: Path, name: str = "<solution>") -> str:
+    """`text` with TARGET_TOKEN replaced by the target of the exercise whose solution is `solution`
+    (specs are read only where the token is used)."""
+    if TARGET_TOKEN not in text:
+        return text
+    from . import exercises
+
+    found = [ex for ex in exercises.all_exercises().values()
+             if (ex.day, ex.solution_path.name) == (solution.parent.name, solution.name)]
+    if not found:
+        raise ReleaseError(f"{name}: {TARGET_TOKEN} in a file that is no exercise's solution")
+    return text.replace(TARGET_TOKEN, target_text(found[0].target))
+
+
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -90,7 +115,7 @@ def plan() -> list[Planned]:
                        *toolchain.SOLUTIONS.glob("day*/*.py")]):
         rel = sol.relative_to(toolchain.ROOT)
         _, _, _, header, header_rx = _markers(sol)
-        body = make_stub(sol.read_text(encoding="utf-8"), str(rel))
+        body = fill_target(make_stub(sol.read_text(encoding="utf-8"), str(rel)), sol, str(rel))
         text = header.format(src=rel.as_posix(), h=_hash(body)) + body
         stub = toolchain.KERNELS / sol.parent.name / sol.name
         if not stub.exists():

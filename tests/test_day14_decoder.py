@@ -210,3 +210,116 @@ def test_a_module_may_not_import_the_grader(line, says):
     result = Result("day14.decoder", source.path, "cpu")
     assert not python_checks(day14.DECODER, source, result)
     assert any(says in i.detail for i in result.failures), result.items
+
+
+# ------------------------------------------------------------------------------ the timed baselines
+def test_graded_baseline_is_the_eager_step_replayed_as_a_cuda_graph():
+    """The graded ratio is against work the GPU alone decides (the eager step replayed from a CUDA graph);
+    torch.compile's step stays graded beside it; the eager step launched from Python, bound by the host,
+    is not timed."""
+    t = day14.DECODER.target
+    assert t.kind == "latency" and t.baseline is day14.EAGER_GRAPH and t.ratio == day14.DECODER_SPEEDUP
+    assert [(b, b.required) for b in t.also if b.required is not None] == [(day14.COMPILED, 1.0)]
+    assert day14.EAGER not in t.also
+    names = [b.name for b in (t.baseline, *t.also)]
+    assert len(set(names)) == len(names)  # each its own `<name>_ratio` in the report
+    assert f"{t.ratio:g}x faster than the eager model's step replayed as a CUDA graph" in day14.DECODER.summary
+
+
+# Ops that read a tensor's value on the host (a sync: not allowed while a CUDA graph is captured) or make
+# a shape from data
+_SYNCING_OPS = ("aten._local_scalar_dense", "aten.item", "aten.nonzero", "aten.masked_select", "aten.unique",
+                "aten._unique", "aten.repeat_interleave.Tensor", "aten.is_nonzero", "aten.equal")
+
+
+def test_eager_step_is_capturable_at_the_timed_shapes():
+    """The eager step at the timed case's shapes (batch 64, context 4096; meta tensors: shapes only) reads
+    no value back to the host, makes no shape from data and touches no tensor off its device: what a
+    CUDA graph capture of it needs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen, devices = [], set()
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            seen.append(str(func))
+            flat = [*args, *(kwargs or {}).values(), *(out if isinstance(out, (tuple, list)) else (out,))]
+            devices.update(str(a.device) for a in flat if isinstance(a, torch.Tensor))
+            return out
+
+    cfg, b, n = day14.LLAMA3_8B, 64, 4096
+    model = day14.EagerLlama(day14.make_weights(cfg, None, device="meta"), dict(cfg), b, n + 1)
+    with Log():
+        logits = model.step(torch.zeros(b, dtype=torch.int64, device="meta"),
+                            torch.full((b,), n, dtype=torch.int64, device="meta"))
+    assert tuple(logits.shape) == (b, cfg["vocab"]) and logits.dtype == torch.float32
+    assert "aten.index_put_.default" in seen and "aten.mm.default" in seen  # the step was seen whole
+    assert not [op for op in seen if op.startswith(_SYNCING_OPS)]
+    assert devices == {"meta"}
+
+
+def _baseline_case(b=2, n=10, seed=5):
+    cfg = dict(day14.TINY)
+    g = torch.Generator().manual_seed(seed)
+    w = day14.make_weights(cfg, g, device="cpu")
+    inputs = {**{f"w.{k}": v for k, v in w.items()}, "prompt": torch.randint(0, cfg["vocab"], (b, n), generator=g),
+              "forced": torch.randint(0, cfg["vocab"], (b, 1), generator=g)}
+    return cfg, w, {"batch": b, "prompt": n}, inputs
+
+
+def _caches(base):
+    return [t.clone() for name, t in base.model.mod.named_buffers() if "cache" in name]
+
+
+def test_baseline_step_repeats_the_cases_step():
+    """A replay redoes the step recorded at the static token and position: each call must write the same
+    cache row with the same K and V and give the same logits, those of the case's first decode step."""
+    cfg, w, p, inputs = _baseline_case()
+    base = day14._Baseline(p, inputs, "eager", cfg)
+    first, caches = base().clone(), _caches(base)
+    assert torch.equal(base(), first)
+    assert all(torch.equal(a, b) for a, b in zip(caches, _caches(base)))
+    want = day14.teacher_forced_logits(day14.EagerLlama(w, cfg, p["batch"], p["prompt"] + 1), inputs["prompt"],
+                                       inputs["forced"])[1]
+    assert torch.equal(first, want)
+
+
+def test_graph_baseline_captures_once_then_only_replays(monkeypatch):
+    """The graph baseline's order of work, torch.cuda's stream and graph API stood in for on the CPU:
+    the step warmed up, then recorded once inside the capture; each call after that a replay alone,
+    returning the recorded logits."""
+    import contextlib
+
+    events = []
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    class Graph:
+        def replay(self):
+            events.append("replay")
+
+    @contextlib.contextmanager
+    def graph(g, *args, **kwargs):
+        events.append("capture")
+        yield
+        events.append("captured")
+
+    step = day14.EagerLlama.step
+    monkeypatch.setattr(day14.EagerLlama, "step", lambda self, *a: events.append("step") or step(self, *a))
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: Stream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    cfg, w, p, inputs = _baseline_case()
+    base = day14._Baseline(p, inputs, "graph", cfg)
+    start = events.index("capture")
+    assert "step" in events[:start] and events[start:] == ["capture", "step", "captured"]
+    del events[:]
+    got = [base() for _ in range(3)]
+    assert events == ["replay"] * 3 and all(g is base.logits for g in got)
+    monkeypatch.undo()
+    assert torch.equal(base.logits, day14._Baseline(p, inputs, "eager", cfg)())

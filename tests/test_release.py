@@ -55,3 +55,37 @@ def test_release_never_overwrites_a_learners_edits(tmp_path, monkeypatch):
     assert stub.read_text().endswith("// my work\n")
     assert release.release(force=True, echo=lambda s: None) == 0
     assert (tmp_path / "kernels" / "day09" / "f.cu.bak").read_text().endswith("// my work\n")
+
+
+def test_target_token_becomes_the_specs_target(tmp_path, monkeypatch):
+    from grader import exercises, toolchain
+
+    (tmp_path / "solutions" / "day02").mkdir(parents=True)
+    (tmp_path / "solutions" / "day02" / "silu_and_mul.cu").write_text(f"// Target: {release.TARGET_TOKEN}.\n{SOLUTION}")
+    (tmp_path / "solutions" / "day02" / "other.cu").write_text(f"// {release.TARGET_TOKEN}\n{SOLUTION}")
+    monkeypatch.setattr(toolchain, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(toolchain, "KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(toolchain, "ROOT", tmp_path)
+    with pytest.raises(ReleaseError, match="no exercise's solution"):
+        release.plan()
+    (tmp_path / "solutions" / "day02" / "other.cu").unlink()
+    assert release.release(echo=lambda s: None) == 0
+    stub = (tmp_path / "kernels" / "day02" / "silu_and_mul.cu").read_text()
+    target = exercises.get("day02.silu_and_mul").target.describe()
+    assert f"// Target: {target}.\n" in stub and release.TARGET_TOKEN not in stub
+    assert release.release(check=True, echo=lambda s: None) == 0  # the stub's hash covers the rendered target
+
+
+def test_target_text_names_the_baselines_that_must_be_reached_too():
+    from grader.spec import Baseline, latency
+
+    t = latency(Baseline("torch", "eager"), 2.0, lambda p: 0,
+                also=(Baseline("compiled", "compiled", required=1.0), Baseline("other", "reported only")))
+    assert release.target_text(t) == ">= 2x faster than eager; and >= 1x faster than compiled"
+
+
+def test_no_stub_keeps_the_token():
+    from grader import toolchain
+
+    stubs = [p for p in toolchain.KERNELS.glob("day*/*") if p.is_file() and release.TARGET_TOKEN in p.read_text()]
+    assert not stubs, stubs

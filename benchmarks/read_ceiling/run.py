@@ -19,7 +19,7 @@ from grader.check.ptx import READ_BLOCKS_PER_SM, READ_THREADS, READ_UNROLL, Stre
 
 SIZES = {"day07 4096 x 14336 weight": 2 * 4096 * 14336, "day11 1 x 32768 KV": 2 * 32768 * 8 * 128 * 2,
          "1 GiB": 1 << 30}
-SHAPES = [(u, t, b) for u in (1, 2, 4, 8) for t in (256, 512) for b in (2, 4, 8)]
+SHAPES = [(u, t, b) for u in (2, 4, 8) for t in (256, 512) for b in (4, 8, 16) if t * b <= 2048]
 
 
 def main():

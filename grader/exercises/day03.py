@@ -219,8 +219,8 @@ EXERCISES = [
         baseline=_reduce_baseline,
         baseline_name="x.sum(1) and x.amax(1) (eager, two passes)",
         target_copy_ratio=0.85,
-        target_note="a read-only stream runs at about the copy's bandwidth (no write-backs); 0.85 leaves room "
-                    "for the one-row-per-warp tail. Eager torch reads x twice",
+        target_note="a read-only stream runs at about the copy's bandwidth (no write-backs); the target leaves "
+                    "room for the one-row-per-warp tail. Eager torch reads x twice",
         required_sass={"SHFL.BFLY": "butterfly shuffles (shfl.sync.bfly.b32): every lane gets the result"},
         max_registers=64,
         notebook=NOTEBOOK,

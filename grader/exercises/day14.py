@@ -248,7 +248,8 @@ class EagerLlama:
     RMSNorm in fp32 rounded to the model's dtype before the weight multiply, rotate_half RoPE from an fp32
     cos/sin table, a static KV cache [batch, kv_heads, max_len, head_dim], attention by repeat_kv + matmul
     + a mask + softmax in fp32 + matmul. In fp32 (weights cast up) it is the grader's reference; in
-    bf16 it is the eager baseline, and torch.compile(mode="reduce-overhead") of its `step` the other."""
+    bf16 its `step` replayed as a CUDA graph is the graded baseline, and torch.compile(mode="reduce-overhead")
+    of it the other."""
 
     def __init__(self, weights, cfg, batch, max_len, dtype=None):
         import torch
@@ -651,34 +652,77 @@ def decoder_tolerance(p):
 
 
 class _Baseline:
-    """The eager model (bf16) on a timed case's inputs, prefilled once; `compiled`: its step under
-    torch.compile(mode="reduce-overhead"), compiled and recorded before timing."""
+    """The eager model (bf16) on a timed case's inputs, prefilled once, and its decode step at the static
+    inputs `token` and `pos`, run as `mode` says: "eager" (op by op from Python), "graph" (captured once
+    into a CUDA graph, each call a replay) or "compiled" (torch.compile(mode="reduce-overhead"), compiled
+    and recorded before timing). A call returns the step's logits."""
 
-    def __init__(self, p, inputs, compiled):
+    MODES = ("eager", "graph", "compiled")
+
+    def __init__(self, p, inputs, mode, cfg=LLAMA3_8B):
         import torch
 
+        if mode not in self.MODES:
+            raise ValueError(f"baseline mode {mode!r}: one of {self.MODES}")
         b, n = p["batch"], p["prompt"]
-        self.model = EagerLlama(_weights(inputs), dict(LLAMA3_8B), b, n + 1)
+        self.mode = mode
+        self.model = EagerLlama(_weights(inputs), dict(cfg), b, n + 1)
         self.model.prefill(inputs["prompt"])
         self.token = inputs["forced"][:, 0].clone()
         self.pos = torch.full((b,), n, dtype=torch.int64, device=self.token.device)
-        self.step = torch.compile(self.model.step, mode="reduce-overhead", fullgraph=True) if compiled else self.model.step
-        for _ in range(3 if compiled else 1):  # compile, warm up, record the CUDA graph
+        if mode == "graph":
+            self._capture()
+        elif mode == "compiled":
+            self.step = torch.compile(self.model.step, mode="reduce-overhead", fullgraph=True)
+            for _ in range(3):  # compile, warm up, record the CUDA graph
+                self.step(self.token, self.pos)
+        else:
+            self.step = self.model.step
             self.step(self.token, self.pos)
 
+    def _capture(self):
+        """The step recorded once into a CUDA graph reading `token` and `pos` in place (every replay writes
+        the same cache row with the same K and V, so replays repeat the same step)."""
+        import torch
 
-def _baseline(compiled):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up: cuBLAS picks its kernels outside the capture
+            for _ in range(2):
+                self.model.step(self.token, self.pos)
+        torch.cuda.current_stream().wait_stream(side)
+        # A cuBLAS workspace of its own, in this graph's pool (pytorch/pytorch#193402: see clear_cublas_workspaces)
+        clear_cublas_workspaces()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = self.model.step(self.token, self.pos)
+
+    def __call__(self):
+        if self.mode == "graph":
+            self.graph.replay()
+            return self.logits
+        return self.step(self.token, self.pos)
+
+
+def _baseline(mode):
     def run(p, inputs, outputs):
-        key = "_compiled" if compiled else "_eager"
+        key = f"_baseline_{mode}"
         if key not in inputs:
-            inputs[key] = _Baseline(p, inputs, compiled)
-        b = inputs[key]
-        outputs["logits"][1].copy_(b.step(b.token, b.pos))
+            inputs[key] = _Baseline(p, inputs, mode)
+        outputs["logits"][1].copy_(inputs[key]())
     return run
 
 
-EAGER = Baseline("torch", "the same model in eager PyTorch (HF-style, bf16)", _baseline(False))
-COMPILED = Baseline("compiled", 'torch.compile(mode="reduce-overhead") of the eager model', _baseline(True), required=1.0)
+# Graded against the eager step replayed from a CUDA graph: the GPU's work alone. The eager step launched
+# from Python is bound by the host's launches, so its time moves with the host's load (EAGER: notebook only).
+EAGER_GRAPH = Baseline("eager_graph", "the same model in eager PyTorch, its step replayed as a CUDA graph "
+                       "(no host launches)", _baseline("graph"))
+EAGER = Baseline("torch", "the same model in eager PyTorch (HF-style, bf16), launched op by op", _baseline("eager"))
+COMPILED = Baseline("compiled", 'torch.compile(mode="reduce-overhead") of the eager model', _baseline("compiled"),
+                    required=1.0)
+# Yours against EAGER_GRAPH: the same GPU work, yours in fused kernels with paged attention (eager's repeat_kv
+# copies the KV cache 4x); set below what the solution reaches at batch 1, where the weights' bytes dominate.
+DECODER_SPEEDUP = 1.3
 
 
 def _decoder_bytes(p):
@@ -699,7 +743,8 @@ DECODER = Exercise(
             "planned on the host into static buffers, is captured once as a CUDA graph and replayed; GEMMs by cuBLAS. "
             "Checked: schemas, fakes, torch.compile(fullgraph=True) of the step, opcheck; logits at every step of "
             "teacher-forced generation against an fp32 eager model; a decode step at batch 1 and 64 (context 4096) at "
-            "least 2x faster than the eager model and at least as fast as torch.compile(mode=\"reduce-overhead\").",
+            f"least {DECODER_SPEEDUP:g}x faster than the eager model's step replayed as a CUDA graph and at least as "
+            "fast as torch.compile(mode=\"reduce-overhead\").",
     entry_points=["use_kernels", "Decoder"],
     cases=_decoder_cases(),
     make_inputs=_decoder_inputs,
@@ -707,11 +752,11 @@ DECODER = Exercise(
     call=_decoder_call,
     reference=_decoder_reference,
     tolerance=decoder_tolerance,
-    target=latency(EAGER, 2.0, _decoder_bytes, also=(COMPILED,)),
-    target_note="graded twice: >= 2x the eager model and >= 1.0x its torch.compile(mode=\"reduce-overhead\") "
-                "(CUDA graphs and Triton-fused elementwise ops), both timed in the same run, one decode step each "
-                "(plan + copy + replay for yours), cold L2. The eager model is CPU-bound at batch 1 (~50 launches a "
-                "layer); at batch 64 its repeat_kv copies the KV cache 4x over",
+    target=latency(EAGER_GRAPH, DECODER_SPEEDUP, _decoder_bytes, also=(COMPILED,)),
+    target_note="graded against the eager model's decode step replayed as a CUDA graph, so that the baseline is the "
+                "GPU's work alone (launched op by op from Python, its time follows the host's load), and against its "
+                "torch.compile(mode=\"reduce-overhead\") (CUDA graphs and Triton-fused elementwise ops); all timed in "
+                "the same run, one decode step each (plan + copy + replay for yours), cold L2",
     learner_file="python",
     depends_on=DEPENDS_ON,
     module_checks=decoder_module_checks,

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day01/scale_add.cu by `grader release` (stub-hash e5baff37d4cf).
+// Your exercise: fill in the TODOs. Generated from solutions/day01/scale_add.cu by `grader release` (stub-hash 03ef1105892a).
 // Day 1 exercise: scale-add, out = alpha * x + y, correct for every size n.
 //
 //   x, y, out  (n,) fp32
@@ -7,6 +7,7 @@
 // do), so one thread per element is NOT enough for large n: the kernel needs a
 // grid-stride loop. Indices are 64-bit so that n past 2^31 cannot overflow.
 // Napkin math: 3 arrays x 4 B x n; for n = 64M that is 805 MB, ~0.2 ms at 4 TB/s.
+// Target (grader/exercises/day01.py): >= 0.80x device-to-device copy (GB/s).
 #include "course/common.cuh"
 
 namespace {

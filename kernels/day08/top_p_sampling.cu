@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day08/top_p_sampling.cu by `grader release` (stub-hash def138a38845).
+// Your exercise: fill in the TODOs. Generated from solutions/day08/top_p_sampling.cu by `grader release` (stub-hash 933780f63836).
 // Day 8 exercise: top-p (nucleus) sampling without sorting, one block per row (model: FlashInfer
 // sampling.cuh, TopPSamplingFromProbKernel; written for this course, not copied).
 //
@@ -29,7 +29,8 @@
 // row on 128 of the 132 SMs. A round reads part of the row (the draw stops where the running mass
 // passes u) and then all of it (the pivot sums): about 1.5 row reads, ~100 MB, 25-30 us at
 // ~3.5 TB/s; rows that take a second or third round set the kernel's time (the rest is from the
-// L2). torch's sort + cumsum + mask + multinomial takes milliseconds: the target is 15x faster.
+// L2). torch's sort + cumsum + mask + multinomial takes milliseconds.
+// Target (grader/exercises/day08.py): >= 15x faster than torch sort + cumsum + mask + multinomial.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <curand_kernel.h>

@@ -6,6 +6,7 @@
 // do), so one thread per element is NOT enough for large n: the kernel needs a
 // grid-stride loop. Indices are 64-bit so that n past 2^31 cannot overflow.
 // Napkin math: 3 arrays x 4 B x n; for n = 64M that is 805 MB, ~0.2 ms at 4 TB/s.
+// Target (grader/exercises/day01.py): @TARGET@.
 #include "course/common.cuh"
 
 namespace {
