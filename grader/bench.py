@@ -1,9 +1,10 @@
 """Timing that holds up (see grading-method.md).
 
 Each timed call: flush L2 by writing a buffer of max(256 MB, 2 x L2) with an SM
-kernel and reading it back (L2 left clean, holding nothing of the call's), record CUDA events around the call, never count the first call, warm up
-for >= 25 ms or 10 calls, repeat until the standard error is under 0.5% of the
-mean (or a time cap), report the median with p20/p80. Each batch of timed calls
+kernel and reading it back (L2 left clean, holding nothing of the call's), record
+CUDA events around the call, never count the first call, warm up for >= 25 ms or
+10 calls, repeat until the standard error is under 0.5% of the mean (or a time cap),
+report the median with p20/p80. Each batch of timed calls
 is queued behind a GPU busy wait longer than the host takes to queue it, so that
 no timed call waits for the host: on a busy host (class grading on 2 GPUs) such
 waits made outliers that kept a 0.27 ms call's timing going up to its 300-call
@@ -270,3 +271,9 @@ def read_baseline(nbytes: int):
 
     read = StreamingRead(nbytes)
     return read, read.nbytes
+
+
+def ceiling_baseline(traffic: str, nbytes: int):
+    """The speed of light of `nbytes` of `traffic` ("copy" or "read", spec.CEILINGS' keys):
+    (callable, bytes it moves)."""
+    return {"copy": copy_baseline, "read": read_baseline}[traffic](nbytes)

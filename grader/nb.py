@@ -66,13 +66,13 @@ def measure_bandwidth(fns: dict, nbytes: dict | int, include_copy: bool = True, 
     GB/s and the fraction of the speed of light of the same bytes timed alongside: a device copy
     (`ceiling` "copy": `copy_ratio`) or, for kernels that only read, the read ceiling ("read":
     `read_ratio`). `label` names the measurement in the GPU verification report."""
-    from .bench import bench_interleaved, copy_baseline, read_baseline
+    from .bench import bench_interleaved, ceiling_baseline
 
     sizes = nbytes if isinstance(nbytes, dict) else {k: nbytes for k in fns}
     fns = dict(fns)
     base_bytes = None
     if include_copy:
-        fn, base_bytes = {"copy": copy_baseline, "read": read_baseline}[ceiling](max(sizes.values()))
+        fn, base_bytes = ceiling_baseline(ceiling, max(sizes.values()))
         fns[ceiling] = fn
         sizes[ceiling] = base_bytes
     timings = bench_interleaved(fns, max_reps=100, time_cap_s=1.0)

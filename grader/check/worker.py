@@ -338,13 +338,12 @@ def _ratio(target, yours: float, theirs: float) -> float:
 
 def _baseline_fns(ex, target, p, inputs, baselines):
     """name -> (callable, bytes it moves or None) for the baselines to time beside the kernel."""
-    from ..bench import copy_baseline, read_baseline
+    from ..bench import ceiling_baseline
 
-    ceilings = {"copy": copy_baseline, "read": read_baseline}
     fns = {}
     for b in baselines:
         if b.run is None:  # a speed of light (spec.CEILINGS), as many bytes as the kernel must move
-            fns[b.name] = ceilings[b.name](int(target.bytes(p)))
+            fns[b.name] = ceiling_baseline(b.name, int(target.bytes(p)))
         else:
             scratch = ex.make_outputs(p, inputs)
             fns[b.name] = ((lambda b=b, scratch=scratch: b.run(p, inputs, scratch)), int(target.bytes(p)))
