@@ -184,13 +184,25 @@ def test_day1_runs_in_jupyterlab(lab, browser):
 
 def test_exercise_file_opens_as_cpp_with_2_space_indent(lab, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.goto(f"{lab['url']}/lab/tree/{EXERCISE_FILE}?token={lab['token']}")
+    # A workspace of its own: the default one restores the notebook another test opened, which can
+    # take the focus (and the status bar) from the file after it opened.
+    page.goto(f"{lab['url']}/lab/workspaces/cpp-file/tree/{EXERCISE_FILE}?reset&token={lab['token']}")
     editor = page.locator(".jp-FileEditor .cm-content")
     editor.first.wait_for(timeout=120_000)
     page.wait_for_selector(".jp-FileEditor .cm-content[data-language='cpp']", timeout=30_000)
     assert "scale_add_kernel" in editor.first.inner_text()
     page.wait_for_selector("[data-course-indent='2']", timeout=30_000)
-    status = page.locator(".jp-StatusBar-Widget").all_inner_texts()
+    editor.first.click()  # the status bar describes the focused document
+    status_bar = ".jp-StatusBar-Widget"
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            "sel => [...document.querySelectorAll(sel)].some(e => e.innerText.includes('C++'))", arg=status_bar,
+            timeout=30_000)
+    except PlaywrightTimeout:
+        pass  # the assert below says what the status bar showed
+    status = page.locator(status_bar).all_inner_texts()
     assert any("C++" in t for t in status), status
     # The indent the editor really uses: Tab at the start of line 1 inserts it (then undone, never saved).
     before = (ROOT / EXERCISE_FILE).read_bytes()
