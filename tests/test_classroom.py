@@ -304,6 +304,6 @@ def test_the_calibration_measures_every_exercise_in_one_process_and_says_which_f
     got = grade._calibrate(str(toolchain.ROOT), ["day01.scale_add", "day02.silu_and_mul"])
     assert list(got) == ["day01.scale_add", "day02.silu_and_mul"] and len(started) == 1
     if toolchain.has_gpu():  # each its timed cases' baselines
-        assert all(v and all(x > 0 for x in v.values()) for v in got.values()), got
+        assert all(v and all(x["value"] > 0 for x in v.values()) for v in got.values()), got
     else:
         assert all(v is None for v in got.values()), got

@@ -270,3 +270,63 @@ def test_a_busy_gpu_is_watched():
     print(r.summary())
     assert r.unavailable is None and r.samples >= 20, r
     assert 0 < r.sm_mhz_max <= r.sm_mhz_device_max and r.power_limit_w > 0 and r.temp_c_max > 0
+
+
+def test_brief_and_a_record_back_from_its_dict():
+    r = ClockRecord(samples=10, sm_mhz_median=1755, sm_mhz_device_max=1980, power_w_median=690.4,
+                    power_limit_w=700, reason_fractions={"SW power cap": 0.84})
+    assert r.brief() == "SM 1755 MHz (max 1980), 690 W of 700 W, throttled: SW power cap 84% of samples"
+    assert ClockRecord(samples=3, sm_mhz_median=1980).brief() == "SM 1980 MHz, not throttled"
+    assert ClockRecord(unavailable="NVML not loaded").brief() is None
+    assert ClockRecord.from_dict(json.loads(json.dumps(r.as_dict()))) == r
+
+
+def _measured(monkeypatch, lib, calibrated=None):
+    """worker.measure on day02.silu_and_mul's first timed case, its kernel, checks and timing faked,
+    with the clock watch reading `lib` while it times."""
+    import torch
+
+    from grader import bench, exercises
+    from grader.check import worker
+
+    ex = exercises.get("day02.silu_and_mul")
+    monkeypatch.setattr(clocks, "ClockWatch", lambda: ClockWatch(device="00000000:3b:00.0", interval_s=0.001,
+                                                                 nvml=Nvml(lib)))
+    monkeypatch.setattr(worker, "run_case", lambda *a, **k: (True, "ok", {}, {}, {}, {}))
+    monkeypatch.setattr(worker, "_rerun", lambda *a, **k: (True, "ok"))
+    monkeypatch.setattr(worker, "_baseline_fns", lambda ex, t, p, inputs, baselines: {
+        b.name: ((lambda: None), int(t.bytes(p))) for b in baselines})
+    timing = bench.Timing(0.3, 0.29, 0.31, 0.3, 0.001, 10)
+
+    def timed(fns, flush):
+        time.sleep(0.05)  # samples taken meanwhile
+        return {k: timing for k in fns}
+
+    monkeypatch.setattr(bench, "bench_interleaved", timed)
+    monkeypatch.setattr(bench, "theoretical_bandwidth", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    return worker.measure(ex, None, ex.perf_cases[0], None, calibrated=calibrated)
+
+
+def test_every_timed_case_carries_the_clocks_it_ran_at(monkeypatch):
+    """worker.measure: the GPU's clock, power and reasons while it timed, in the metrics and the
+    detail's line; the same GPU throttled says so."""
+    status, detail, metrics = _measured(monkeypatch, FakeLib(sm=1980, mw=545_000))
+    assert metrics["clocks"]["samples"] > 0 and metrics["clocks"]["sm_mhz_median"] == 1980
+    assert "; GPU while timed: SM 1980 MHz (max 1980), 545 W of 700 W, not throttled" in detail
+    status, detail, metrics = _measured(monkeypatch, FakeLib(sm=1600, mw=699_000, reasons=0x4))
+    assert metrics["clocks"]["throttled"] == ["SW power cap"]
+    assert "GPU while timed: SM 1600 MHz (max 1980), 699 W of 700 W, throttled: SW power cap 100% of samples" in detail
+
+
+def test_a_class_timing_throttled_unlike_its_calibrated_baseline_says_so(monkeypatch):
+    """Class grading times the baseline once per run: where the learner's timing ran throttled for a
+    reason the baseline's did not, the detail says the ratio compares different clocks."""
+    cool = ClockRecord(samples=50, sm_mhz_median=1980, reason_fractions={}).as_dict()
+    calibrated = {"value": 3000.0, "clocks": cool}
+    _, detail, metrics = _measured(monkeypatch, FakeLib(sm=1500, reasons=0x4), calibrated)
+    assert metrics["calibrated"] and metrics["baseline_value"] == 3000.0
+    assert ("Your timing ran with the GPU throttled (SW power cap in 100% of samples) and the baseline's did "
+            "not, so the ratio compares different clocks (median SM clock 1500 vs 1980 MHz).") in detail
+    _, detail, _ = _measured(monkeypatch, FakeLib(sm=1980), calibrated)
+    assert "different clocks" not in detail

@@ -545,7 +545,7 @@ def test_a_performance_case_has_only_its_timed_calls_with_the_gpu_alone(monkeypa
     monkeypatch.setattr(bench, "bench_interleaved", lambda fns, flush: (ran.append(("timed", gate.state)), {k: timing for k in fns})[1])
     monkeypatch.setattr(bench, "theoretical_bandwidth", lambda: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
-    status, detail, metrics = worker.measure(ex, None, case, None, calibrated=3000.0, gate=gate)
+    status, detail, metrics = worker.measure(ex, None, case, None, calibrated={"value": 3000.0, "clocks": None}, gate=gate)
     assert ran == [("case", "busy"), ("timed", "alone"), ("re-check", "busy")]
     assert metrics["valid"] and status in ("pass", "fail") and "target" in detail
 

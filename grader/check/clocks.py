@@ -113,8 +113,26 @@ class ClockRecord:
                 if throttled else "not throttled")
         return ", ".join(parts) + "; " + tail if parts else tail
 
+    def brief(self) -> str | None:
+        """The clock and power in a few words for a result's line, e.g. "SM 1980 MHz (max 1980), 545 W
+        of 700 W, not throttled"; None where nothing was read."""
+        if self.unavailable or self.sm_mhz_median is None:
+            return None
+        text = f"SM {self.sm_mhz_median:.0f} MHz" + (f" (max {self.sm_mhz_device_max})" if self.sm_mhz_device_max else "")
+        if self.power_w_median is not None:
+            text += f", {self.power_w_median:.0f} W" + (f" of {self.power_limit_w:.0f} W" if self.power_limit_w else "")
+        throttled = self.throttled()
+        return text + (", throttled: " + ", ".join(f"{n} {self._percent(n)} of samples" for n in throttled)
+                       if throttled else ", not throttled")
+
     def as_dict(self) -> dict:
         return {**dataclasses.asdict(self), "throttled": self.throttled()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ClockRecord:
+        """The record as_dict() wrote (its derived keys left out)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
     def _percent(self, name: str) -> str:
         return f"{100 * self.reason_fractions.get(name, 0.0):.0f}%"

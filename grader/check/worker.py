@@ -373,7 +373,11 @@ def _fmt(value: float, unit: str) -> str:
 
 def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, str, dict]:
     """Time the kernel and its baselines on one performance case; (status, detail, metrics).
-    `calibrated`: the graded baseline's value for this case, measured once for a class run. `gate`
+    The GPU's clocks, power and throttle reasons are recorded while it is timed (metrics["clocks"],
+    a line of the detail). `calibrated`: the graded baseline of this case measured once for a class
+    run, {"value": in the target's unit, "clocks": its ClockRecord as a dict}; a timing throttled for
+    a reason the baseline's was not says so (the baseline timed beside, interleaved, shares its
+    clocks). `gate`
     (class grading's lanes): only the timed calls run with the GPU to this process alone; the case's
     inputs, its correctness run before and its re-check after run beside the other gradings (at
     d9b34fe they were most of the window in which the others stood paused: 0.27 s a grading, the
@@ -381,6 +385,7 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     import torch
 
     from ..bench import bench_interleaved, theoretical_bandwidth
+    from .clocks import ClockRecord, ClockWatch, compare
 
     gate = gate or _NO_GATE
     t = ex.target
@@ -393,13 +398,14 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
         return "fail", "not timed, results are wrong: " + msg, {"valid": False}
     nbytes = int(t.bytes(p))
     fns = {"yours": (lambda: ex.call(mod, p, inputs, outputs), nbytes), **theirs}
-    with gate.exclusive():
+    with gate.exclusive(), ClockWatch() as watch:
         timings = bench_interleaved({k: fn for k, (fn, _) in fns.items()}, flusher)
         torch.cuda.synchronize()
+    clocks = watch.record
     with gate.busy():
         ok, msg = _rerun(ex, mod, p, inputs, before, outputs, expected)  # still correct after timing
     values = {k: _value(t, p, moved, timings[k]) for k, (_, moved) in fns.items()}
-    graded = values[t.baseline.name] if calibrated is None else calibrated
+    graded = values[t.baseline.name] if calibrated is None else calibrated["value"]
     yours = values["yours"]
     gbps = timings["yours"].gbps(nbytes)
     ratio = _ratio(t, yours, graded)
@@ -411,7 +417,7 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
                f"{t.baseline.name}_ratio": ratio,
                "baselines": {b.name: {"label": b.label, "value": values[b.name], "ratio": _ratio(t, yours, values[b.name])}
                              for b in baselines},
-               "timings": {k: tm.as_dict() for k, tm in timings.items()}}
+               "timings": {k: tm.as_dict() for k, tm in timings.items()}, "clocks": clocks.as_dict()}
     for b in t.also:
         if b.name in values:
             metrics[f"{b.name}_ratio"] = _ratio(t, yours, values[b.name])
@@ -431,6 +437,11 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     others = "".join(f"; {metrics['baselines'][b.name]['ratio']:.2f}x {b.label} ({_fmt(values[b.name], t.unit)})"
                      for b in t.also if b.name in values)
     detail = f"{head}{others}; median {tm.median_ms * 1e3:.1f} us [p20 {tm.p20_ms * 1e3:.1f}, p80 {tm.p80_ms * 1e3:.1f}]"
+    if clocks.brief():
+        detail += f"; GPU while timed: {clocks.brief()}"
+    unlike = compare(clocks, ClockRecord.from_dict(calibrated["clocks"])) if calibrated and calibrated.get("clocks") else None
+    if unlike:
+        detail += f". {unlike}"
     if short:
         detail += "; below " + ", ".join(f"{b.required:g}x {b.label}" for b in short)
     status, detail = verdict(ex, ratio, short, detail)
@@ -446,13 +457,14 @@ def verdict(ex, ratio: float, short: list, detail: str) -> tuple[str, str]:
     return ("pass" if passed else "fail"), detail
 
 
-def calibrate(exercise_id: str) -> dict[str, float]:
+def calibrate(exercise_id: str) -> dict[str, dict]:
     """The graded baseline of every performance case, timed once for a class grading run:
-    {case label: value in the target's unit}."""
+    {case label: {"value": in the target's unit, "clocks": the GPU's while it was timed (as_dict)}}."""
     import torch
 
     from .. import exercises
     from ..bench import L2Flusher, bench_interleaved
+    from .clocks import ClockWatch
 
     ex = exercises.get(exercise_id)
     t = ex.target
@@ -462,7 +474,10 @@ def calibrate(exercise_id: str) -> dict[str, float]:
         p = case.params
         inputs = ex.make_inputs(p, torch.Generator(device="cuda").manual_seed(config.PROFILE_SEED))
         (fn, moved), = _baseline_fns(ex, t, p, inputs, [t.baseline]).values()
-        out[case.label] = _value(t, p, moved, bench_interleaved({"baseline": fn}, flusher)["baseline"])
+        with ClockWatch() as watch:
+            timing = bench_interleaved({"baseline": fn}, flusher)["baseline"]
+            torch.cuda.synchronize()
+        out[case.label] = {"value": _value(t, p, moved, timing), "clocks": watch.record.as_dict()}
         del inputs
         torch.cuda.empty_cache()
     return out

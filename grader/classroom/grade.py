@@ -153,7 +153,8 @@ def _calibrate(runtime: str, exercise_ids: list[str], device: str | None = None)
     """Each exercise's timed cases' graded baselines (the copy's GB/s, cuBLAS's TFLOP/s, ...), measured
     once for the run on each GPU, in one process of its own (pinned to `device`, else the GPU its caller
     is pinned to; Python, torch and the CUDA context start once for all the exercises): {exercise id:
-    {case label: value}, or None where that exercise's could not be measured}."""
+    worker.calibrate's {case label: {"value", "clocks"}}, or None where that exercise's could not be
+    measured}."""
     import subprocess
     import sys
 
@@ -674,9 +675,9 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
         save_run()
         for ex_id, figures in (calibration or {}).items():
             ex = ex_by_id[ex_id]
-            for label, value in (figures or {}).items():
+            for label, measured in (figures or {}).items():
                 echo(f"{ex.target.baseline.label}, measured once for this run on GPU {device}: {ex_id} {label}: "
-                     f"{value:.1f} {ex.target.unit}")
+                     f"{measured['value']:.1f} {ex.target.unit}")
 
     def on_done(item, record, device, seconds, error):
         student, ex_id = item[0], item[1]

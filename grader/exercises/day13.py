@@ -5,7 +5,7 @@ content-hash cache.
 The learner's file is the template (kernels/day13/act_and_mul_template.cu.j2). The grader renders
 it for five activations, four of them named in the exercise text and one that is not, in fp16 and
 bf16 with 16-byte vectors, into one .cu source, and grades that like Days 2 and 3: correct within
-one rounding, >= 0.95x the copy, LDG.E.128 in every kernel. Before that, on any machine, it checks
+one rounding, at its target against the copy, LDG.E.128 in every kernel. Before that, on any machine, it checks
 what a JIT cache needs of a template: each parameter changes the rendered source (the cache key is
 a hash of it), vec_size reaches the SASS (LDG.E.64 at 4), a repeat request renders the same source
 and finds the same module, flags and edits give new ones (grader/check/pipeline.py).

@@ -180,7 +180,7 @@ ROPE = Exercise(
             "of token t turned by positions[t] * rope_theta^(-2i/d) (Llama's rotate-half form; rope_theta 500000 "
             "for Llama 3), fp16/bf16 in, fp32 math, rounded once; rows strided (q and k may be slices of one fused "
             "qkv); even head_dim up to 256, any token count, aligned or not. The angles of a token computed once and "
-            "reused for every head. At least 0.90x the copy bandwidth.",
+            "reused for every head.",
     entry_points=ROPE_ENTRY_POINTS,
     cases=_rope_cases(),
     make_inputs=_rope_inputs,

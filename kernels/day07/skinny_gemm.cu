@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day07/skinny_gemm.cu by `grader release` (stub-hash 25e465952506).
+// Your exercise: fill in the TODOs. Generated from solutions/day07/skinny_gemm.cu by `grader release` (stub-hash 27892a35ef18).
 // Day 7 exercise: skinny GEMM, the decode-shaped matrix product, through a cp.async pipeline
 // (model: FlashInfer include/flashinfer/cp_async.cuh and permuted_smem.cuh; the split of the work
 // is "stream-K", Osama et al., PPoPP 2023, as CUTLASS implements it).
@@ -44,8 +44,9 @@
 //     at M = 16). The best at 4096 x 14336 (fp16) was 0.75x (64-row tiles, 5 stages, 4 blocks
 //     per row tile).
 // cuBLAS (torch.matmul) reached 0.77-0.85x of the copy in the same sweep at 4096 x 14336 and
-// 14336 x 4096, and nothing reached 0.90x there: at those shapes, the exercise's timed ones, this
-// solution stays below the target of 0.90x; at 28672 x 8192 it meets it.
+// 14336 x 4096, the exercise's timed shapes. These figures are fractions of a copy; the grader
+// judges the target against the read ceiling (a streaming read of the same bytes).
+// Target (grader/exercises/day07.py): >= 0.90x streaming read of as many bytes (the read ceiling) (GB/s).
 #include "course/async.cuh"
 #include "course/mma.cuh"
 #include "course/vec.cuh"

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 0573a8a91474).
+// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash fdc474f61857).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
@@ -148,7 +148,7 @@ __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* _
   //     m_new) (no NaN while a row has seen only -inf), d += p.
   //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
   //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans, each V fragment for both m tiles.
-  //  Speed (the 0.90x target needs it): compute each lane's Q, K and V addresses once, before the
+  //  Speed (the target needs it): compute each lane's Q, K and V addresses once, before the
   //  loops, as 32-bit shared addresses (course::smem_u32) for ldsm_x4 / ldsm_x4_trans above; the
   //  address at k step kk is the step-0 address XOR 32 kk bytes (the swizzle only permutes chunks
   //  within a row), and 16 rows further on is + 16 rows of bytes. With swz() and a pointer at every

@@ -148,7 +148,7 @@ __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* _
   // STUB: //     m_new) (no NaN while a row has seen only -inf), d += p.
   // STUB: //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
   // STUB: //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans, each V fragment for both m tiles.
-  // STUB: //  Speed (the 0.90x target needs it): compute each lane's Q, K and V addresses once, before the
+  // STUB: //  Speed (the target needs it): compute each lane's Q, K and V addresses once, before the
   // STUB: //  loops, as 32-bit shared addresses (course::smem_u32) for ldsm_x4 / ldsm_x4_trans above; the
   // STUB: //  address at k step kk is the step-0 address XOR 32 kk bytes (the swizzle only permutes chunks
   // STUB: //  within a row), and 16 rows further on is + 16 rows of bytes. With swz() and a pointer at every

@@ -12,9 +12,10 @@
 // Memory-bound: every element of q and k is read once and written once; the angles are
 // computed once per token and pair and reused for every head (40 heads for Llama 3 8B), so
 // the sincosf work is ~1 instruction per element. Napkin math for bf16, 32768 tokens, 32 + 8
-// heads of 128: 2 * 2 B * 32768 * 40 * 128 = 671 MB; at ~4.2 TB/s that is ~160 us. The target
-// is >= 0.90x the copy bandwidth. A decode step rotates 1-64 tokens: 20 KB - 1.3 MB, a few us
-// at most, so there the launcher spreads the heads over more blocks instead.
+// heads of 128: 2 * 2 B * 32768 * 40 * 128 = 671 MB; at ~4.2 TB/s that is ~160 us. A decode
+// step rotates 1-64 tokens: 20 KB - 1.3 MB, a few us at most, so there the launcher spreads the
+// heads over more blocks instead.
+// Target (grader/exercises/day14.py): @TARGET@.
 #include "course/rope.cuh"
 #include "course/vec.cuh"
 
