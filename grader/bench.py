@@ -202,24 +202,38 @@ SPIN_AHEAD_MIN_S, SPIN_AHEAD_MAX_S = 200e-6, 20e-3
 
 def bench_interleaved(fns: dict[str, Callable[[], None]], flush: L2Flusher | None = None,
                       min_reps: int = 10, max_reps: int = 300, rel_stderr: float = 0.005,
-                      time_cap_s: float = 3.0) -> dict[str, Timing]:
-    """Time each callable with CUDA events, round-robin, cold L2 before every call."""
+                      time_cap_s: float = 3.0, prepare: dict[str, Callable[[], None]] | None = None,
+                      verify: dict[str, Callable[[], None]] | None = None) -> dict[str, Timing]:
+    """Time each callable with CUDA events, round-robin, cold L2 before every call. Around every call
+    of fns[name] (warm-up included), untimed: prepare[name]() before its flush, verify[name]() after
+    its end event (GPU work queued there runs between the timed calls)."""
     import torch
 
     from .check.ptx import spin
 
     flush = flush or L2Flusher()
-    for fn in fns.values():  # first call: lazy loading, allocator warm-up; never counted
+    prepare, verify = prepare or {}, verify or {}
+    nothing = lambda: None  # noqa: E731
+
+    def around(name):
+        return prepare.get(name, nothing), verify.get(name, nothing)
+
+    hooks = {name: around(name) for name in fns}
+    for name, fn in fns.items():  # first call: lazy loading, allocator warm-up; never counted
+        hooks[name][0]()
         fn()
+        hooks[name][1]()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     warm = 0
     queue_s = 0.0  # the host's time to queue one round, at most
     while warm < 10 or time.perf_counter() - t0 < 0.025:
         t_round = time.perf_counter()
-        for fn in fns.values():
+        for name, fn in fns.items():
+            hooks[name][0]()
             flush()
             fn()
+            hooks[name][1]()
         queue_s = max(queue_s, time.perf_counter() - t_round)
         torch.cuda.synchronize()
         warm += 1
@@ -236,11 +250,13 @@ def bench_interleaved(fns: dict[str, Callable[[], None]], flush: L2Flusher | Non
         t_batch = time.perf_counter()
         for _ in range(rounds):
             for name, fn in fns.items():
+                hooks[name][0]()
                 flush()
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record()
                 fn()
                 b.record()
+                hooks[name][1]()
                 events.append((name, a, b))
         queue_s = max(queue_s, (time.perf_counter() - t_batch) / rounds)
         torch.cuda.synchronize()

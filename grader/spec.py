@@ -224,6 +224,10 @@ class Exercise:
     # True when the same inputs (for samplers: the same seed and offset) must give bit-identical
     # outputs; the worker calls twice and compares.
     repeatable: bool = False
+    # True: every timed call is checked (check/timed.py): the inputs take turns between two contents,
+    # the outputs are poisoned before it and sampled after it. False where a timed call redoes only a
+    # part of the untimed one (Day 14's Decoder, built once, replays its last step).
+    check_timed_calls: bool = True
     # True: every SM's shared memory is filled with NaN before each untimed call (check/poison.py), so
     # that a read of shared memory the kernel never wrote fails every time. Opt-in per exercise until
     # the timed runs that follow the untimed cases are measured with it for every exercise (the poison

@@ -158,12 +158,14 @@ def _repeatable(ex, mod, p, inputs, before, outputs, msg, poison=True):
 STREAM_CASE = "on a non-default CUDA stream"
 POISON_ROW = "shared memory filled with NaN before each call"
 STREAM_BUSY_NS = 100_000_000  # 0.1 s of the GPU's clock: the side stream is busy while the kernel is queued (ptx.spin)
+TIMED_STREAM_BUSY_NS = 20_000_000  # the same before a timed case: its call is queued well within 20 ms
 
 
-def run_on_side_stream(ex, mod, case, seed):
+def run_on_side_stream(ex, mod, case, seed, busy_ns: int = STREAM_BUSY_NS):
     """The call on a busy non-default stream: the inputs are written on that stream after a
-    0.1 s spin, so a kernel launched on another stream (the entry point ignoring its `stream`
-    argument) runs before its inputs exist and its results differ."""
+    `busy_ns` spin, so a kernel launched on another stream (the entry point ignoring its `stream`
+    argument) runs before its inputs exist and its results differ. Returns (ok, message, outputs,
+    inputs, expected, before) as run_case."""
     import torch
 
     p = case.params
@@ -176,7 +178,7 @@ def run_on_side_stream(ex, mod, case, seed):
         inputs[name].zero_()  # what a kernel on the wrong stream reads
     torch.cuda.synchronize()
     side = torch.cuda.Stream()
-    spin(STREAM_BUSY_NS, side)
+    spin(busy_ns, side)
     with torch.cuda.stream(side):
         for name, b in before.items():
             inputs[name].copy_(b)
@@ -186,7 +188,7 @@ def run_on_side_stream(ex, mod, case, seed):
         msg = ("the inputs were written on a busy non-default stream just before the call, and the results "
                "differ: does every launch use the entry point's `stream` argument "
                "(kernel<<<grid, block, smem, stream>>>)? " + msg)
-    return ok, msg
+    return ok, msg, outputs, inputs, expected, before
 
 
 def _fresh_outputs(ex, p, inputs):
@@ -392,17 +394,23 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     p = case.params
     baselines = [t.baseline, *t.also] if calibrated is None else []
     with gate.busy():  # (with the baselines' own inputs, where they need any)
-        ok, msg, outputs, inputs, expected, before = run_case(ex, mod, case, config.PROFILE_SEED, poison=False)
+        # at the timed size on a busy side stream: a launch that leaves the given stream only here fails
+        ok, msg, outputs, inputs, expected, before = run_on_side_stream(ex, mod, case, config.PROFILE_SEED,
+                                                                        TIMED_STREAM_BUSY_NS)
         theirs = _baseline_fns(ex, t, p, inputs, baselines) if ok else {}
+        timed = _timed_calls(ex, mod, p, inputs, outputs, expected, before) if ok else None
     if not ok:
         return "fail", "not timed, results are wrong: " + msg, {"valid": False}
     nbytes = int(t.bytes(p))
-    fns = {"yours": (lambda: ex.call(mod, p, inputs, outputs), nbytes), **theirs}
+    call = timed.call if timed else (lambda: ex.call(mod, p, inputs, outputs))
+    fns = {"yours": (call, nbytes), **theirs}
+    around = ({"prepare": {"yours": timed.prepare}, "verify": {"yours": timed.verify}} if timed else {})
     with gate.exclusive(), ClockWatch() as watch:
-        timings = bench_interleaved({k: fn for k, (fn, _) in fns.items()}, flusher)
+        timings = bench_interleaved({k: fn for k, (fn, _) in fns.items()}, flusher, **around)
         torch.cuda.synchronize()
     clocks = watch.record
     with gate.busy():
+        skipped = timed.failure() if timed else None
         ok, msg = _rerun(ex, mod, p, inputs, before, outputs, expected)  # still correct after timing
     values = {k: _value(t, p, moved, timings[k]) for k, (_, moved) in fns.items()}
     graded = values[t.baseline.name] if calibrated is None else calibrated["value"]
@@ -425,7 +433,10 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     short = [b for b in t.also if b.required is not None and b.name in values
              and _ratio(t, yours, values[b.name]) < b.required]
     above = _ceiling(t, p, gbps, yours)
-    metrics["valid"] = ok and above is None
+    metrics["valid"] = ok and above is None and skipped is None
+    metrics["timed_calls_checked"] = timed.k if timed else 0
+    if skipped is not None:
+        return "fail", "not the work it was judged on: " + skipped.message(), metrics
     if not ok:
         return "fail", "results went wrong during timing: " + msg, metrics
     if above:
@@ -446,6 +457,20 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
         detail += "; below " + ", ".join(f"{b.required:g}x {b.label}" for b in short)
     status, detail = verdict(ex, ratio, short, detail)
     return status, detail, metrics
+
+
+def _timed_calls(ex, mod, p, inputs, outputs, expected, before):
+    """The learner's timed call, each one checked (check/timed.py), where the exercise allows it."""
+    if not ex.check_timed_calls:
+        return None
+    from ..spec import poison
+    from .timed import CONTENTS, TimedCalls, other_content
+
+    contents = [(before, expected)]
+    for _ in range(CONTENTS - 1):
+        other = other_content(before)
+        contents.append((other, ex.reference(p, {**inputs, **{k: v.clone() for k, v in other.items()}})))
+    return TimedCalls(ex, mod, p, inputs, outputs, contents, _tolerances(ex, p, expected), poison)
 
 
 def verdict(ex, ratio: float, short: list, detail: str) -> tuple[str, str]:
@@ -511,7 +536,7 @@ def stream_case(ex, mod, untimed, seed, emit) -> bool:
     name = f"{STREAM_CASE} ({case.label})"
     emit(event="start", name=name)
     try:
-        ok, msg = run_on_side_stream(ex, mod, case, seed)
+        ok, msg = run_on_side_stream(ex, mod, case, seed)[:2]
     except Exception as e:
         ok, msg = False, _short_error(e)
         if not _cuda_alive():

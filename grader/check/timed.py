@@ -1,0 +1,132 @@
+"""The learner's calls as they are timed, each one checked: a kernel may not do less work, or other
+work, when it is timed than when it is judged.
+
+Before each timed call (untimed, before the L2 flush) the inputs are given the next of CONTENTS
+contents in the same buffers, and the outputs are poisoned: a call that skips part of its work (a
+row, a tile, half of its blocks on every other call), that returns a result it kept from an earlier
+call with the same pointers, or that finishes its work after the call returned, leaves poison or a
+stale answer. After each call (untimed, after its end event) a random sample of every output is
+compared on the GPU with the reference's answer for that content, under the exercise's tolerance;
+the counts are read once the timing is over.
+
+The second content is the first with every floating-point input rolled along its last dimension,
+each by a different shift: the same shapes, value distributions and integer inputs (page tables,
+lengths, seeds), so the same work, but other answers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CONTENTS = 2
+SAMPLE = 1 << 16  # elements of each output compared after each call (all of a smaller output)
+
+
+@dataclass
+class TimedFailure:
+    calls: int  # timed calls checked (warm-up included)
+    wrong: int  # of them, with a sampled element wrong
+    first: int  # the first wrong call's index
+    name: str  # its first wrong output
+    elements: int  # wrong elements in that output's sample
+    sampled: int
+
+    def message(self) -> str:
+        return (f"{self.wrong} of {self.calls} calls made while timing gave wrong results (the first, call "
+                f"{self.first + 1}: {self.elements} of {self.sampled} sampled elements of '{self.name}' wrong "
+                "or unwritten). Between timed calls the inputs change and the outputs are filled with NaN; "
+                "does the kernel skip work when called again, keep results from an earlier call, or finish "
+                "after it returns?")
+
+
+def other_content(inputs: dict) -> dict:
+    """A copy of the tensors of `inputs` with each floating-point one rolled along its last
+    dimension by its own shift (1, 2, ...); the others copied as they are."""
+    import torch
+
+    out, shift = {}, 0
+    for name, t in inputs.items():
+        if not torch.is_tensor(t):
+            continue
+        if t.is_floating_point() and t.dim() and t.shape[-1] > 1:
+            shift += 1
+            out[name] = torch.roll(t, shifts=shift % t.shape[-1] or 1, dims=-1)
+        else:
+            out[name] = t.clone()
+    return out
+
+
+class TimedCalls:
+    """`call` with `prepare` before and `verify` after it, for bench_interleaved; `failure()` once
+    the timing is over. `contents`: [(input tensors, expected outputs)], the first the case's own."""
+
+    def __init__(self, ex, mod, p, inputs: dict, outputs: dict, contents: list, tolerances: dict, poison):
+        import torch
+
+        self.ex, self.mod, self.p, self.inputs, self.outputs = ex, mod, p, inputs, outputs
+        self.contents, self.tolerances, self.poison = contents, tolerances, poison
+        self.k = 0
+        self.counts: list = []  # per call: a device tensor of wrong elements per expected output
+        self.gen = torch.Generator(device=next(iter(outputs.values())).device).manual_seed(0x5A4D)
+        self.names = list(contents[0][1])
+
+    def prepare(self) -> None:
+        src, _ = self.contents[self.k % len(self.contents)]
+        for name, t in src.items():
+            self.inputs[name].copy_(t)
+        for name, t in self.outputs.items():
+            if name not in self.ex.inplace:
+                self.poison(t)
+
+    def call(self) -> None:
+        self.ex.call(self.mod, self.p, self.inputs, self.outputs)
+
+    def verify(self) -> None:
+        import torch
+
+        _, expected = self.contents[self.k % len(self.contents)]
+        self.k += 1
+        wrong = []
+        for name in self.names:
+            tol = self.tolerances[name]
+            got, exp = self.outputs[name].reshape(-1), expected[name].reshape(-1)
+            n = got.numel()
+            if n == 0:
+                wrong.append(torch.zeros((), dtype=torch.int64, device=got.device))
+                continue
+            if n > SAMPLE:
+                idx = torch.randint(n, (SAMPLE,), device=got.device, generator=self.gen)
+                got = got[idx]
+                exp = exp if tol.kind == "distribution" else exp.to(got.device)[idx]
+            wrong.append(_wrong(got, exp, tol).to(torch.int64))
+        self.counts.append(torch.stack(wrong))
+
+    def failure(self) -> TimedFailure | None:
+        """The calls whose sample was wrong, or None (reads the counts: after the timing)."""
+        import torch
+
+        if not self.counts:
+            return None
+        counts = torch.stack(self.counts).cpu()  # [calls, outputs]
+        bad = (counts > 0).any(dim=1)
+        if not bool(bad.any()):
+            return None
+        first = int(bad.nonzero()[0, 0])
+        j = int((counts[first] > 0).nonzero()[0, 0])
+        sampled = min(SAMPLE, self.outputs[self.names[j]].numel())
+        return TimedFailure(len(self.counts), int(bad.sum()), first, self.names[j], int(counts[first, j]), sampled)
+
+
+def _wrong(got, exp, tol):
+    """How many of the sampled elements are wrong: as compare.compare judges them (fp64, NaN only
+    for NaN); a sampled distribution's elements only have to be written."""
+    import torch
+
+    if tol.kind == "distribution":
+        unwritten = torch.isnan(got) if got.is_floating_point() else got == torch.iinfo(got.dtype).min
+        return unwritten.sum()
+    if tol.kind == "exact" or not (got.is_floating_point() or exp.is_floating_point()):
+        if got.is_floating_point():
+            return (~((got == exp) | (torch.isnan(got) & torch.isnan(exp)))).sum()
+        return (got != exp).sum()
+    g, e = got.double(), exp.to(got.device).double()
+    return (~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True)).sum()
