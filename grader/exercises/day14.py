@@ -188,7 +188,7 @@ ROPE = Exercise(
     call=_rope_call,
     reference=_rope_reference,
     tolerance=_rope_tolerance,
-    target=memory_bound(_rope_bytes, 0.90, also=(Baseline("torch", "HF apply_rotary_pos_emb (eager)", _rope_eager),)),
+    target=memory_bound(_rope_bytes, 0.88, also=(Baseline("torch", "HF apply_rotary_pos_emb (eager)", _rope_eager),)),
     target_note="a rotation is a few FMAs per element once the angles are in registers: a copy's speed is "
                 "within reach; eager PyTorch (HF's apply_rotary_pos_emb) makes ~10 passes over q and k",
     required_sass={
