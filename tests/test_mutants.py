@@ -120,10 +120,11 @@ def test_verify_parts_select_days_exercises_and_the_grader_tests():
     assert [e.id for e in part.exercises()] == ["day07.skinny_gemm", "day08.top_p_sampling", "day09.mma_tile"]
     assert part.has_day("day09") and not part.has_day("day06") and not part.grader_tests
     assert part.stem("gpu-self-test") == "gpu-self-test-day07-day08-day09.mma_tile"
-    assert _self_test_pytest_args(part) == ["tests/test_mutants.py", "-k", "day07 or day08 or day09.mma_tile"]
+    assert _self_test_pytest_args(part) == ["tests/test_mutants.py", "tests/test_correct.py", "-k",
+                                            "day07 or day08 or day09.mma_tile"]
     rest = Scope(["grader", "day01-day06"])
     assert rest.grader_tests and len(rest.exercises()) == 8
-    assert _self_test_pytest_args(rest)[-1].startswith("not test_mutants or day01 or")
+    assert _self_test_pytest_args(rest)[-1].startswith("not test_mutants and not test_correct or day01 or")
     assert Scope([]).everything and Scope().stem("gpu-notebooks") == "gpu-notebooks"
     assert Scope(["day99"]).check() and not Scope(["grader"]).check()
 

@@ -10,30 +10,67 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# pointee type -> (torch dtype in C++, torch dtype name in Python)
+# pointee type -> (torch dtype in C++, torch dtype name in Python), by the type's canonical name
+# (canonical_type: `half`, `__half` are one type, as are `int64_t` and `long`)
 POINTER_DTYPES = {
     "float": ("at::kFloat", "float32"),
     "double": ("at::kDouble", "float64"),
     "__half": ("at::kHalf", "float16"),
-    "half": ("at::kHalf", "float16"),
     "__nv_bfloat16": ("at::kBFloat16", "bfloat16"),
-    "int8_t": ("at::kChar", "int8"),
-    "uint8_t": ("at::kByte", "uint8"),
-    "int16_t": ("at::kShort", "int16"),
-    "int": ("at::kInt", "int32"),
-    "int32_t": ("at::kInt", "int32"),
-    "uint32_t": ("at::kUInt32", "uint32"),
-    "int64_t": ("at::kLong", "int64"),
+    "signed char": ("at::kChar", "int8"),      # int8_t
+    "unsigned char": ("at::kByte", "uint8"),   # uint8_t
+    "short": ("at::kShort", "int16"),          # int16_t
+    "int": ("at::kInt", "int32"),              # int32_t
+    "unsigned int": ("at::kUInt32", "uint32"),  # uint32_t
+    "long": ("at::kLong", "int64"),            # int64_t
     "bool": ("at::kBool", "bool"),
     "void": (None, "any"),
 }
-# scalar parameter type -> type of the binding's argument
+# scalar parameter type (canonical) -> type of the binding's argument
 SCALARS = {
-    "int": "int64_t", "int32_t": "int64_t", "int64_t": "int64_t", "uint32_t": "int64_t",
-    "unsigned": "int64_t", "size_t": "int64_t", "long": "int64_t",
+    "int": "int64_t", "unsigned int": "int64_t", "long": "int64_t", "unsigned long": "int64_t",
     "float": "double", "double": "double", "bool": "bool",
 }
 RETURNS = {"cudaError_t", "void", "int", "int64_t", "float", "double", "bool"}
+
+# Other spellings of one C++ type on the course's platform (Linux x86-64: LP64, glibc's <cstdint>,
+# cuda_fp16.h's `typedef __half half`, cuda_bf16.h's `typedef __nv_bfloat16 nv_bfloat16`). An entry
+# point may spell a type any of these ways, as the compiler (and the binding's declaration of it) does.
+# `long long` is not here: it has the width of int64_t but is another type (int64_t is `long`).
+SAME_TYPE = {
+    "half": "__half", "nv_bfloat16": "__nv_bfloat16",
+    "signed": "int", "signed int": "int", "int32_t": "int",
+    "unsigned": "unsigned int", "uint32_t": "unsigned int",
+    "long int": "long", "signed long": "long", "signed long int": "long", "int64_t": "long",
+    "unsigned long int": "unsigned long", "uint64_t": "unsigned long", "size_t": "unsigned long",
+    "long long int": "long long", "signed long long": "long long", "signed long long int": "long long",
+    "unsigned long long int": "unsigned long long",
+    "short int": "short", "signed short": "short", "signed short int": "short", "int16_t": "short",
+    "unsigned short int": "unsigned short", "uint16_t": "unsigned short",
+    "int8_t": "signed char", "uint8_t": "unsigned char",
+}
+_STD_NAMES = {"int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t"}
+# The stream: cudaStream_t is `struct CUstream_st*` (driver_types.h)
+STREAM_POINTEES = {"CUstream_st", "struct CUstream_st"}
+_KEYWORDS = {"int", "long", "short", "unsigned", "signed", "char", "float", "double", "bool", "void", "const",
+             "struct", "__restrict__", "restrict"}
+
+
+def canonical_type(spelled: str) -> str:
+    """The one name of a type spelled `spelled` (no const, no pointer): 'std::int64_t' and
+    'int64_t' -> 'long', 'half' -> '__half', 'unsigned' -> 'unsigned int'; others as they are."""
+    name = " ".join(spelled.split())
+    if name.startswith("std::") and name[5:] in _STD_NAMES:
+        name = name[5:]
+    return SAME_TYPE.get(name, name)
+
+
+def _spelled_as(canonical: str) -> str:
+    """How the fixed entry points spell a canonical type, for messages ('long' -> 'int64_t')."""
+    preferred = {"long": "int64_t", "int": "int32_t or int", "signed char": "int8_t", "unsigned char": "uint8_t",
+                 "unsigned int": "uint32_t", "unsigned long": "size_t", "short": "int16_t"}
+    return preferred.get(canonical, canonical)
+
 
 _EXPORT_RE = re.compile(r"\bCOURSE_EXPORT\s+([A-Za-z_][\w:]*(?:\s*\*+)?)\s*\b([A-Za-z_]\w*)\s*\(([^)]*)\)", re.S)
 
@@ -47,7 +84,13 @@ class Param:
     ctype: str  # as written, normalised spaces: "const __half*"
     name: str
     kind: str  # "pointer", "scalar" or "stream"
-    base: str  # pointee or scalar type without const: "__half"
+    base: str  # pointee or scalar type without const, as written: "half"
+    type: str = ""  # base's canonical name (canonical_type): "__half"; "cudaStream_t" for the stream
+
+    @property
+    def const_pointee(self) -> bool:
+        """A pointer to const (`const T*` or `T const*`; not `T* const`, a const pointer)."""
+        return self.kind == "pointer" and "const" in self.ctype.split("*")[0].split()
 
     def signature(self) -> str:
         return f"{self.ctype} {self.name}"
@@ -66,8 +109,8 @@ class Export:
     def python_signature(self) -> str:
         """What a learner calls from Python: tensors for pointers, no stream."""
         py = {"int64_t": "int", "double": "float", "bool": "bool"}
-        args = [f"{p.name}: Tensor[{POINTER_DTYPES[p.base][1]}]" if p.kind == "pointer"
-                else f"{p.name}: {py[SCALARS[p.base]]}" for p in self.params if p.kind != "stream"]
+        args = [f"{p.name}: Tensor[{POINTER_DTYPES[p.type][1]}]" if p.kind == "pointer"
+                else f"{p.name}: {py[SCALARS[p.type]]}" for p in self.params if p.kind != "stream"]
         return f"{self.name}({', '.join(args)})"
 
 
@@ -79,27 +122,34 @@ def _strip_comments(text: str) -> str:
 
 def _parse_param(raw: str, where: str) -> Param:
     raw = " ".join(raw.replace("*", " * ").split())
-    bare = raw.replace("const", "").replace("*", "").strip()
-    if bare in POINTER_DTYPES or bare in SCALARS or bare == "cudaStream_t":
+    bare = " ".join(w for w in raw.replace("*", " ").split() if w not in ("const", "__restrict__", "restrict"))
+    if canonical_type(bare) in POINTER_DTYPES or canonical_type(bare) in SCALARS or bare == "cudaStream_t" \
+            or bare in STREAM_POINTEES or canonical_type(bare) == "long long":
         raise ExportError(f"{where}: the parameter '{raw}' has no name; give every parameter a name")
     m = re.fullmatch(r"(.+?)\s*([A-Za-z_]\w*)", raw)
-    if not m:
+    if not m or m.group(2) in _KEYWORDS:
         raise ExportError(f"{where}: cannot read the parameter '{raw}'; give every parameter a name")
     ctype, name = m.group(1).replace(" *", "*").strip(), m.group(2)
     words = [w for w in ctype.replace("*", " ").split() if w not in ("const", "__restrict__", "restrict")]
     base = " ".join(words)
+    canonical = canonical_type(base)
+    if ctype.count("*") == 1 and base in STREAM_POINTEES:  # cudaStream_t spelled out
+        return Param(ctype, name, "stream", base, "cudaStream_t")
     if ctype.count("*") == 1:
-        if base not in POINTER_DTYPES:
+        if canonical not in POINTER_DTYPES:
             raise ExportError(f"{where}: parameter '{name}' points to '{base}', which has no torch dtype")
-        return Param(ctype, name, "pointer", base)
+        return Param(ctype, name, "pointer", base, canonical)
     if ctype.count("*") > 1:
         raise ExportError(f"{where}: parameter '{name}' is a pointer to a pointer; pass tensors instead")
     if base == "cudaStream_t":
-        return Param(ctype, name, "stream", base)
-    if base not in SCALARS:
+        return Param(ctype, name, "stream", base, "cudaStream_t")
+    if canonical == "long long":
+        raise ExportError(f"{where}: parameter '{name}' has type '{base}', which is not int64_t on Linux "
+                          "(int64_t is `long`): write int64_t")
+    if canonical not in SCALARS:
         raise ExportError(f"{where}: parameter '{name}' has type '{base}'; use a pointer, "
-                          f"one of {sorted(SCALARS)} or cudaStream_t")
-    return Param(ctype, name, "scalar", base)
+                          f"one of int, int64_t, uint32_t, size_t, float, double, bool, or cudaStream_t")
+    return Param(ctype, name, "scalar", base, canonical)
 
 
 def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
@@ -140,12 +190,12 @@ def _binding_function(e: Export) -> str:
     for p in e.params:
         if p.kind == "pointer":
             args.append(f"const at::Tensor& {p.name}")
-            dtype = POINTER_DTYPES[p.base][0]
+            dtype = POINTER_DTYPES[p.type][0]
             checks.append(f'  course_check_tensor({p.name}, "{p.name}", {dtype or "std::nullopt"}, "{e.name}", {strided});')
             call.append(f"static_cast<{p.ctype}>({p.name}.data_ptr())")
             first_tensor = first_tensor or p.name
         elif p.kind == "scalar":
-            args.append(f"{SCALARS[p.base]} {p.name}")
+            args.append(f"{SCALARS[p.type]} {p.name}")
             call.append(f"static_cast<{p.base}>({p.name})")
         else:
             call.append("stream")

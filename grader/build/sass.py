@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from .. import toolchain
 from .errors import BuildError, parse_first_error
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
 
-REPORT_VERSION = "3"  # bump when what a cached report holds changes (kernel names: cu++filt)
+REPORT_VERSION = "4"  # bump when what a cached report holds changes (4: the functions each kernel calls)
 
 
 @dataclass
@@ -33,6 +34,21 @@ class KernelInfo:
     spill_stores: int = 0
     spill_loads: int = 0
     sass: str = field(default="", repr=False)
+    calls: list[str] = field(default_factory=list)  # functions outside the cubin it calls (its callgraph): vprintf
+
+    @property
+    def printf_frame_only(self) -> bool:
+        """Whether the kernel's stack frame holds only printf's arguments: it calls vprintf (printf
+        in device code), which takes its arguments in a buffer on the stack, and it spills nothing
+        and reads nothing back from local memory (no LDL: a local array or a spill would be read)."""
+        return (self.stack_bytes > 0 and "vprintf" in self.calls and not (self.spill_stores or self.spill_loads)
+                and not self.has_opcode("LDL"))
+
+    @property
+    def local_memory(self) -> bool:
+        """Whether the kernel uses local memory the register checks count: spills, or a stack frame
+        other than printf's argument buffer."""
+        return bool(self.spill_stores or self.spill_loads or (self.stack_bytes and not self.printf_frame_only))
 
     def opcodes(self) -> dict[str, int]:
         """Count of each SASS opcode (with modifiers, e.g. 'LDG.E.128.CONSTANT')."""
@@ -140,6 +156,41 @@ def _parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
             current.shared_bytes = int(s.group(1)) if s else 0
 
 
+def _external_calls(cubin: Path) -> dict[str, list[str]]:
+    """For each function of a cubin (by mangled name), the functions outside the cubin it calls,
+    directly or through its subroutines (vprintf, malloc, __assertfail): the cubin's call graph
+    (.nv.callgraph: pairs of symbol indices, caller then callee; negative entries are markers)."""
+    from .symbols import LinkCheckError, read_object
+
+    try:
+        obj = read_object(cubin)
+    except (LinkCheckError, OSError, struct.error, IndexError, ValueError):
+        return {}
+    graph = next((s for s in obj.sections if s.name == ".nv.callgraph"), None)
+    if graph is None:
+        return {}
+    edges: dict[int, set[int]] = {}
+    for off in range(graph.offset, graph.offset + graph.size - 7, 8):
+        caller, callee = struct.unpack_from("<ii", obj.data, off)
+        if 0 <= caller < len(obj.symbols) and 0 <= callee < len(obj.symbols):
+            edges.setdefault(caller, set()).add(callee)
+    out = {}
+    for i, sym in enumerate(obj.symbols):
+        if i not in edges or not sym.name:
+            continue
+        seen, todo, external = {i}, list(edges[i]), set()
+        while todo:
+            j = todo.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if obj.symbols[j].shndx == 0:
+                external.add(obj.symbols[j].name)
+            todo += edges.get(j, ())
+        out[sym.name] = sorted(external)
+    return out
+
+
 # The host code compiled as the torch extension compiles it (position-independent), in the same
 # nvcc call as the cubin: `--keep` leaves the very cubin that `-cubin` makes.
 HOST_OBJECT_FLAGS = ["-c", "-Xcompiler", "-fPIC", "--keep"]
@@ -186,6 +237,19 @@ def dependency_files(*deps: Path) -> list[str]:
             text = re.split(r"\s:\s|:\s", text, maxsplit=1)[-1]  # "target : deps" or "target: deps"
             files += [f.replace("\\ ", " ") for f in re.findall(r"(?:\\ |\S)+", text)]
     return files
+
+
+def system_header(name: str) -> str | None:
+    """Where `name` (as written in `#include "name"`) is found among the CUDA toolkit's and the host
+    compiler's own include folders (cuda_fp16.h, cub/cub.cuh, cuda/barrier, cstdint, stdio.h), as
+    `#include <name>` would find it; None if it is in none of them."""
+    home = toolchain.cuda_home()
+    roots = [*([str(home / "include")] if home else []), *toolchain.extra_include_dirs(), *_system_include_dirs()]
+    for root in roots:
+        path = os.path.join(root, name)
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def _foreign_includes(deps: Path, source: Path, line_name: str) -> list[str]:
@@ -331,7 +395,9 @@ def _compile(source, smv: str, flags: list[str], nvcc: str, cuobjdump, out_dir: 
         raise BuildError(source.path, "cuobjdump failed: " + (dump.stderr.strip() or dump.stdout.strip()))
     parts = {part.split("\n", 1)[0].strip(): part for part in re.split(r"\n\s*Function : ", "\n" + dump.stdout)[1:]}
     names = demangle(list(parts))
-    kernels = {mangled: KernelInfo(mangled, names[mangled], sass=part) for mangled, part in parts.items()}
+    calls = _external_calls(out_dir / "kernel.cubin")
+    kernels = {mangled: KernelInfo(mangled, names[mangled], sass=part, calls=calls.get(mangled, []))
+               for mangled, part in parts.items()}
     _parse_ptxas(log, kernels)
     report = CompileReport(source.path, smv, list(kernels.values()), log, seconds, str(obj) if host_object else "")
     data = asdict(report)

@@ -9,10 +9,14 @@ the extension from: `build_checked`) and reports:
 - `calls`: every undefined symbol, i.e. every function or variable the host code takes from
   a library, that is not on ALLOWED, with what it is (LIBRARY_KINDS): files, network,
   processes, the environment, loading code, raw system calls, device memory, copies, streams...
+  A few are allowed only where the compilers put them, in code of the shape they write
+  (COMPILER_WRITTEN): `exit` in the host stub nvcc writes for a `__device__` function, and
+  `std::ios_base::Init` with its `__cxa_atexit` in the initialiser g++ writes for `<iostream>`;
 - `load_time`: code that runs when the module is loaded: anything in the initialisation or
   finalisation tables (.init_array, .ctors, .fini_array, .dtors, .preinit_array) but nvcc's
   own registration function (`__sti____cudaRegisterAll`, which registers the fatbinary and
-  the kernels and nothing else), an .init/.fini section, code outside .text, or an ifunc
+  the kernels and nothing else) and g++'s `<iostream>` initialiser (it sets up std::cout and
+  registers its flush at exit, nothing else), an .init/.fini section, code outside .text, or an ifunc
   resolver (the dynamic loader runs it);
 - `syscalls`: system-call instructions in host code (`syscall`, `sysenter`, `int $0x80`;
   `svc` on Arm), which reach the kernel without any library function.
@@ -55,9 +59,22 @@ ALLOWED = [
     # nvcc's registration function unregisters the fatbinary at exit (only it may use atexit)
     ("exit-time unregistration", r"atexit"),
     ("memory primitives", r"(__)?(memcpy|memmove|memset)(_chk)?|memcmp"),
-    # printing to the grading process's own output, which the grader captures (the log in
-    # its scratch folder): no file, process or network; learners print grid sizes while debugging
-    ("printing to stdout", r"printf|__printf_chk|puts|putchar"),
+    # printing to the grading process's own stdout and stderr, which the grader captures (the log in
+    # its scratch folder): no file, process or network (no FILE* but these two can be had: fopen,
+    # fdopen, popen, tmpfile, stdin are refused); learners print grid sizes and errors while debugging
+    ("printing to stdout or stderr", r"printf|__printf_chk|vprintf|__vprintf_chk|puts|putchar|fprintf|__fprintf_chk"
+                                     r"|vfprintf|__vfprintf_chk|fputs|fputc|putc|fwrite|fflush|stdout|stderr"),
+    # the same through C++ streams: std::cout, std::cerr, std::clog and std::ostream's members
+    # (an ostream on a file needs std::filebuf, refused below)
+    ("printing to stdout or stderr (C++ streams)",
+     r"_ZSt4(cout|cerr|clog)|_ZNSo\w+|_ZSt16__ostream_insertIcSt11char_traitsIcEE\w+|_ZStlsI\w*St11char_traitsIcE\w*"
+     r"|_ZSt(4endl|4ends|5flush)IcSt11char_traitsIcEE\w+|_ZNKSt5ctypeIcE\w+"
+     r"|_ZNSt9basic_iosIcSt11char_traitsIcEE5clearESt12_Ios_Iostate"),
+    # a small table (a __constant__ array) uploaded from the host: it can hold only what the host
+    # knows (the scalar arguments), never the inputs or the output; buffers stay the kernel's to write
+    ("a table uploaded to a __constant__ variable", r"cudaMemcpyToSymbol(Async)?(_ptsz|_ptds)?"),
+    # a failed assert() or abort(): the process ends abnormally, which the grader reports as a crash
+    ("assertions and abort", r"__assert_fail|__assert_perror_fail|abort"),
     ("math", r"(__)?(a?sin|a?cos|a?tan|atan2|sinh|cosh|tanh|asinh|acosh|atanh|sincos|exp|exp2|exp10|expm1|log|log2"
              r"|log10|log1p|logb|ilogb|pow|sqrt|cbrt|hypot|fabs|abs|labs|llabs|floor|ceil|round|lround|llround"
              r"|trunc|rint|lrint|llrint|nearbyint|fmod|remainder|remquo|fmin|fmax|fdim|fma|frexp|ldexp|scalbn"
@@ -120,6 +137,33 @@ LIBRARY_KINDS = [
 _KINDS = [(kind, re.compile(rx + r"\Z")) for kind, rx in LIBRARY_KINDS]
 NOT_NEEDED = "not a function a kernel launcher needs"
 
+# What to do instead, by kind (the refusal says it)
+REMEDIES = {
+    "ends the process or handles signals": "return a cudaError_t (e.g. cudaErrorInvalidValue) instead of exiting",
+    "allocates or frees memory through the runtime": "use the buffers you are given (a workspace, if the entry point "
+                                                     "has one), registers or shared memory",
+    "copies or sets memory through the runtime instead of a kernel": "write (or zero) the buffer in your kernel; only "
+                                                                     "a __constant__ table may be uploaded "
+                                                                     "(cudaMemcpyToSymbolAsync)",
+    "creates or controls streams, events, graphs or host callbacks": "launch on the cudaStream_t you are given",
+    "opens, reads or writes files": "remove it (printing to stdout or stderr is fine)",
+    "throws or catches C++ exceptions": "return a cudaError_t instead",
+    "calls a CUDA library instead of computing": "compute it in your kernel",
+}
+
+# Symbols allowed only in code the compilers write themselves, recognised by its shape in the
+# object; everywhere else (a learner's own exit() or atexit()) their refusal stands.
+#   device stub: nvcc gives every non-inline `__device__` function a host stub whose body is
+#     `int volatile ___ = 1; ::exit(___);` (host code cannot call a __device__ function: nvcc refuses)
+#   iostream init: g++ (up to 12) gives a file that includes <iostream> a `static std::ios_base::Init`,
+#     constructed at load (it sets up std::cout and friends) and destroyed at exit (a flush)
+COMPILER_WRITTEN = {
+    "exit": "device stub",
+    "_ZNSt8ios_base4InitC1Ev": "iostream init", "_ZNSt8ios_base4InitD1Ev": "iostream init",
+    "__cxa_atexit": "iostream init", "__dso_handle": "iostream init",
+}
+IOINIT_OBJECT = "_ZStL8__ioinit"
+
 # nvcc's registration function, the one entry its objects put in .init_array
 REGISTRATION = re.compile(r"(_ZL24)?__sti____cudaRegisterAll(v|\(\))?\Z")
 # what it may call: registration, and atexit for the unregistration
@@ -131,6 +175,7 @@ SHT_SYMTAB, SHT_RELA, SHT_REL, SHT_SYMTAB_SHNDX = 2, 4, 9, 18
 SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY = 14, 15, 16
 SHF_EXECINSTR = 0x4
 STT_FUNC, STT_SECTION, STT_GNU_IFUNC = 2, 3, 10
+EM_X86_64 = 62
 
 
 class LinkCheckError(RuntimeError):
@@ -282,7 +327,7 @@ class LinkReport:
         return not (self.calls or self.load_time or self.syscalls)
 
 
-def _load_time(obj: Object, names: dict[str, str]) -> list[Finding]:
+def _load_time(obj: Object, names: dict[str, str], code: dict[str, list[str]]) -> list[Finding]:
     found = []
     registration: list[Symbol] = []
     for s in obj.sections:
@@ -300,6 +345,8 @@ def _load_time(obj: Object, names: dict[str, str]) -> list[Finding]:
                     registration.append(fn)
                     continue
                 when = "at unload" if re.search(r"fini|dtors", s.name) or s.type == SHT_FINI_ARRAY else "at load"
+                if s.name.startswith(".init_array") and fn is not None and _is_iostream_init(obj, fn, code):
+                    continue  # g++'s <iostream> initialiser
                 if fname.startswith("_GLOBAL__sub_I"):  # what g++ names the dynamic initialisation of globals
                     found.append(Finding("a global object's constructor", f"runs {when}, from {s.name}"))
                 else:
@@ -329,29 +376,127 @@ def _load_time(obj: Object, names: dict[str, str]) -> list[Finding]:
     return found
 
 
-def _syscalls(path: str) -> list[Finding]:
+def _disassembly(path: str) -> dict[str, list[str]]:
+    """Each function's instructions (objdump, AT&T syntax), by its symbol name as in the object."""
     objdump = shutil.which("objdump")
     if not objdump:
         raise LinkCheckError("objdump was not found: the link checks need GNU binutils (apt-get install binutils)")
-    proc = subprocess.run([objdump, "-d", "-w", "-C", "--no-show-raw-insn", path], capture_output=True, text=True,
+    proc = subprocess.run([objdump, "-d", "-w", "--no-show-raw-insn", path], capture_output=True, text=True,
                           errors="replace")
     if proc.returncode != 0:
         raise LinkCheckError(f"objdump could not read {path}: {proc.stderr.strip()[:300]}")
-    found, function = [], "?"
+    code: dict[str, list[str]] = {}
+    function = "?"
     for line in proc.stdout.splitlines():
         m = re.match(r"[0-9a-f]+ <(.*)>:\s*$", line)
         if m:
             function = m.group(1)
+            code.setdefault(function, [])
             continue
         m = re.match(r"\s+[0-9a-f]+:\s+(.*)$", line)
-        if not m:
-            continue
-        # the instruction's words (prefixes included), without symbol names and comments
-        words = set(re.split(r"[\s,]+", re.sub(r"<[^>]*>|#.*", "", m.group(1)).strip()))
-        hit = words & SYSCALL_MNEMONICS or ({"int", "$0x80"} <= words and {"int $0x80"})
-        if hit:
-            found.append(Finding(f"{min(hit)} in {_short(function)}", "raw system call instruction"))
+        if m:
+            code.setdefault(function, []).append(m.group(1))
+    return code
+
+
+def _syscalls(code: dict[str, list[str]], names: dict[str, str]) -> list[Finding]:
+    found = []
+    for function, lines in code.items():
+        for line in lines:
+            # the instruction's words (prefixes included), without symbol names and comments
+            words = set(re.split(r"[\s,]+", re.sub(r"<[^>]*>|#.*", "", line).strip()))
+            hit = words & SYSCALL_MNEMONICS or ({"int", "$0x80"} <= words and {"int $0x80"})
+            if hit:
+                found.append(Finding(f"{min(hit)} in {_short(_readable(function, names))}", "raw system call instruction"))
     return found
+
+
+def _readable(label: str, names: dict[str, str]) -> str:
+    """A function's name as objdump labels it ('_Z1kPf.cold'), demangled."""
+    base, dot, clone = label.partition(".")
+    return names.get(label) or (names.get(base, base) + (f" [clone .{clone}]" if dot else ""))
+
+
+def _instructions(code: dict[str, list[str]], fn: Symbol) -> list[str]:
+    """fn's instructions without padding (nop, endbr64), comments and symbol annotations."""
+    out = []
+    for line in code.get(fn.name, []):
+        ins = " ".join(re.sub(r"<[^>]*>|#.*", "", line).split())
+        if ins and not re.match(r"(endbr64|nop\w*|data16|cs nop\w*|xchg %ax,%ax)\b", ins):
+            out.append(ins)
+    return out
+
+
+def _relocations_in(obj: Object, fn: Symbol) -> list[Relocation]:
+    return [r for r in obj.relocations if r.section == fn.shndx and fn.value <= r.offset < fn.value + max(fn.size, 1)]
+
+
+_STACK = r"(?:-?0x[0-9a-f]+)?\(%[re](?:sp|bp)\)"
+_STUB_INSTRUCTION = re.compile(
+    rf"push %[re](?:bp|ax|bx)|pop %[re](?:bp|ax|bx)|mov %rsp,%rbp|(?:sub|add) \$0x[0-9a-f]+,%rsp|leave"
+    rf"|mov[a-z]* %[a-z0-9]+,{_STACK}|movl \$0x1,{_STACK}|mov {_STACK},%(?:edi|eax)|mov %eax,%edi|call \S+")
+
+
+def _is_device_stub(obj: Object, fn: Symbol, code: dict[str, list[str]]) -> bool:
+    """nvcc's host stub of a `__device__` function (x86-64): `int volatile ___ = 1; ::exit(___);`,
+    the function's parameters at most stored to its own stack. Its one relocation is the call of
+    exit, which is its last instruction, and exit's argument is the 1 it stored."""
+    rels = _relocations_in(obj, fn)
+    if obj.machine != EM_X86_64 or len(rels) != 1 or rels[0].symbol.name != "exit":
+        return False
+    ins = _instructions(code, fn)
+    ones = [m.group(1) for i in ins if (m := re.fullmatch(rf"movl \$0x1,({_STACK})", i))]
+    if len(ones) != 1 or not ins or not ins[-1].startswith("call"):
+        return False
+    loaded = f"mov {ones[0]},%edi" in ins or (f"mov {ones[0]},%eax" in ins and "mov %eax,%edi" in ins)
+    return loaded and sum(i.startswith("call") for i in ins) == 1 and all(_STUB_INSTRUCTION.fullmatch(i) for i in ins) \
+        and not _referenced(obj, fn, code)
+
+
+def _referenced(obj: Object, fn: Symbol, code: dict[str, list[str]]) -> bool:
+    """Whether anything in the object calls `fn` or takes its address: a relocation to it, or an
+    instruction of another function that names it (a call the assembler resolved itself)."""
+    unwind = re.compile(r"\.(eh_frame|debug\w*|gcc_except_table)\b")  # where every function is described
+    if any(obj.target(r) == fn for r in obj.relocations
+           if (r.symbol is fn or r.symbol.type == STT_SECTION) and not unwind.match(obj.sections[r.section].name)):
+        return True
+    mention = re.compile(rf"<{re.escape(fn.name)}(\+0x[0-9a-f]+)?>")
+    return any(mention.search(line) for other, lines in code.items() if other != fn.name for line in lines)
+
+
+def _is_iostream_init(obj: Object, fn: Symbol, code: dict[str, list[str]]) -> bool:
+    """g++'s initialiser for `static std::ios_base::Init __ioinit` (<iostream>): it constructs that
+    object and registers its destructor with __cxa_atexit, and references nothing else."""
+    if not fn.name.startswith("_GLOBAL__sub_I") or fn.shndx == 0:
+        return False
+    ioinit = [o for o in obj.symbols if o.name == IOINIT_OBJECT and 0 < o.shndx < 0xFF00]
+    allowed = {k for k, v in COMPILER_WRITTEN.items() if v == "iostream init"}
+    seen = set()
+    for r in _relocations_in(obj, fn):
+        sym = r.symbol
+        if sym.name in allowed and sym.shndx == 0:
+            seen.add(sym.name)
+        elif any(sym is o or (sym.type == STT_SECTION and sym.shndx == o.shndx
+                              and any(o.value <= r.addend + d < o.value + max(o.size, 1) for d in (0, 4)))
+                 for o in ioinit):
+            seen.add(IOINIT_OBJECT)
+        else:
+            return False
+    return "_ZNSt8ios_base4InitC1Ev" in seen and len(_instructions(code, fn)) <= 16
+
+
+def _compiler_written(obj: Object, code: dict[str, list[str]]) -> set[str]:
+    """The COMPILER_WRITTEN symbols every reference to which lies in a function of the shape that
+    allows it (none from data, none from other code)."""
+    shapes = {"device stub": _is_device_stub, "iostream init": _is_iostream_init}
+    ok = set()
+    for name, shape in COMPILER_WRITTEN.items():
+        refs = [r for r in obj.relocations if r.symbol.name == name and r.symbol.shndx == 0]
+        fns = [obj.function_at(r.section, r.offset) if obj.sections[r.section].flags & SHF_EXECINSTR else None
+               for r in refs]
+        if refs and all(fn is not None and shapes[shape](obj, fn, code) for fn in fns):
+            ok.add(name)
+    return ok
 
 
 def inspect(path: str | Path) -> LinkReport:
@@ -359,9 +504,11 @@ def inspect(path: str | Path) -> LinkReport:
     obj = read_object(path)
     undefined = obj.undefined
     funcs = [s.name for s in obj.symbols if s.type in (STT_FUNC, STT_GNU_IFUNC) and s.name]
+    code = _disassembly(str(path))
     names = _demangle(sorted(set(undefined + funcs)))
-    calls = [Finding(_short(names.get(u, u)), kind) for u in undefined if (kind := kind_of(u))]
-    return LinkReport(str(path), undefined, calls, _load_time(obj, names), _syscalls(str(path)))
+    excused = _compiler_written(obj, code)
+    calls = [Finding(_short(names.get(u, u)), kind) for u in undefined if u not in excused and (kind := kind_of(u))]
+    return LinkReport(str(path), undefined, calls, _load_time(obj, names, code), _syscalls(code, names))
 
 
 def _short(name: str) -> str:

@@ -10,23 +10,50 @@ from ..build.exports import _strip_comments, parse_exports
 from ..spec import Exercise
 from .result import Result
 
-# What a kernel file may not use: the work has to be done by the learner's kernel.
+# What a kernel file may not use, and what to do instead: the work has to be done by the learner's
+# kernel, and the file may reach nothing but the GPU (docs/grading-method.md, "What a kernel file may do").
 DENY = [
-    (r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)", "includes torch/pybind11 headers (the binding is generated for you)"),
-    (r"\b(at|torch|c10)::", "calls PyTorch from the kernel file"),
+    (r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)",
+     "includes torch/pybind11 headers: remove the #include (the binding is generated for you from COURSE_EXPORT)"),
+    (r"\b(at|torch|c10)::", "calls PyTorch from the kernel file: take raw pointers and compute in your kernel"),
     # (curand's device API from curand_kernel.h, e.g. Philox for samplers, is header-only: allowed)
     (r"\bcublas\w*|\bcublasLt\w*|\bcudnn\w*|\bcufft\w*|\bcurand(Create|Generate|Set|Destroy|Get)\w*|\bcusparse\w*",
-     "calls a CUDA library instead of computing"),
-    (r"#\s*include\s*[<\"](thrust/|thread\b|future\b)", "uses thrust or host threads"),
-    (r"\bstd::(thread|async)\b|\bpthread_create\b", "starts host threads"),
-    (r"\bcudaStreamCreate\w*|\bcudaGraphLaunch\b", "creates its own streams or graphs"),
-    (r"\bcudaMemcpy\w*|\bcudaMemset\w*", "copies or sets memory through the runtime instead of a kernel"),
-    (r"\btry\s*\{|\bcatch\s*\(", "has a try/catch fallback"),
-    (r"\b(system|popen|dlopen|fork|execv\w*)\s*\(", "runs other programs or loads libraries"),
-    (r"\b(fopen|freopen|syscall|open|openat|mmap)\s*\(|\b(i|o|)fstream\b|\bFILE\s*\*", "reads or writes files"),
-    (r'#\s*include\s*"(?!course/)', "includes a file other than the course headers (\"course/...\")"),
-    (r"#\s*include\s*[<\"](/|[^>\"]*\.\.)", "includes a file by path"),
+     "calls a CUDA library instead of computing: write the kernel yourself"),
+    (r"#\s*include\s*[<\"](thrust/|thread\b|future\b)", "uses thrust or host threads: do the work in your kernel"),
+    (r"\bstd::(thread|async)\b|\bpthread_create\b", "starts host threads: do the work in your kernel"),
+    (r"\bcudaStreamCreate\w*|\bcudaGraphLaunch\b",
+     "creates its own streams or graphs: launch on the cudaStream_t the entry point is given"),
+    # cudaMemcpyToSymbol(Async): a small table (__constant__) uploaded from the host is allowed; it can
+    # hold only what the host knows (the scalar arguments), never the inputs or the output. (The names
+    # of cudaMemcpyKind, which it takes, are not calls.)
+    (r"\bcudaMemcpy(?!(ToSymbol(Async)?|HostToHost|HostToDevice|DeviceToHost|DeviceToDevice|Default|Kind)\b)\w*"
+     r"|\bcudaMemset\w*",
+     "copies or sets a buffer through the runtime (cudaMemcpy*/cudaMemset*) instead of a kernel: write (or zero) "
+     "it in your kernel; only a small table may be uploaded, with cudaMemcpyToSymbolAsync to a __constant__ "
+     "variable on the given stream"),
+    (r"\btry\s*\{|\bcatch\s*\(", "has a try/catch fallback: return a cudaError_t instead"),
+    (r"\b(system|popen|dlopen|fork|execv\w*)\s*\(", "runs other programs or loads libraries: remove that call"),
+    (r"\b(fopen|freopen|syscall|open|openat|mmap)\s*\(|\b(i|o|)fstream\b|\bFILE\s*\*",
+     "reads or writes files: remove that code (printing to stdout or stderr is fine)"),
+    (r"#\s*include\s*[<\"](/|[^>\"]*\.\.)", "includes a file by path: include course headers as \"course/...\" and "
+     "toolkit or standard headers by name"),
 ]
+
+_QUOTED_INCLUDE = re.compile(r'#\s*include\s*"([^"]*)"')
+
+
+def foreign_quoted_includes(text: str) -> list[str]:
+    """The `#include "..."` of `text` that name neither a course header ("course/...") nor a
+    CUDA toolkit or C/C++ standard header (one found by that name in the toolkit's or the compiler's
+    own include folders, as `<...>` would find it: "cuda_fp16.h", "cub/cub.cuh", "cstdint").
+    Paths (`/`, `..`) are DENY's."""
+    names = [n for n in _QUOTED_INCLUDE.findall(text)
+             if not n.startswith("course/") and not n.startswith("/") and ".." not in n]
+    if not names:
+        return []
+    from ..build.sass import system_header
+    return [n for n in names if not system_header(n)]
+
 
 def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
     text = _strip_comments(source.text)
@@ -37,6 +64,10 @@ def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
         result.add("source", "has a kernel", "fail", "no __global__ function: the work must be done by your kernel")
         return False
     denied = [why for rx, why in DENY if re.search(rx, text)]
+    foreign = foreign_quoted_includes(text)
+    if foreign:
+        denied.append("includes " + ", ".join(f'"{n}"' for n in foreign[:3]) + ", which is neither a course header "
+                      "(\"course/...\") nor a CUDA toolkit or C/C++ standard header: keep your code in this one file")
     if denied:
         result.add("source", "does its own work", "fail", "; ".join(denied))
         return False
@@ -54,7 +85,20 @@ def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
             problems.append(f"missing `COURSE_EXPORT {proto}`")
         elif (got.returns, _shape(got)) != (want.returns, _shape(want)):
             problems.append(f"{source.path}:{got.line}: `{got.prototype()}` does not match the fixed entry point "
-                            f"`{want.prototype()}`")
+                            f"`{want.prototype()}`: {_difference(got, want)}")
+        else:
+            # The binding lets a tensor's rows lie apart only for a parameter named *stride (exports:
+            # _binding_function): a row stride renamed would make it refuse q and k sliced from one qkv.
+            renamed = [(g.name, w.name) for g, w in zip(got.params, want.params)
+                       if g.name.endswith("stride") != w.name.endswith("stride")]
+            if renamed:
+                problems.append(f"{source.path}:{got.line}: " + "; ".join(
+                    f"`{g}` is the entry point's `{w}`: " + ("name it `...stride`: a parameter named so tells the "
+                                                             "binding that tensors may have rows apart"
+                                                             if w.endswith("stride") else
+                                                             "give it a name that does not end in `stride` (the "
+                                                             "binding reads such a name as a row stride)")
+                    for g, w in renamed))
     if problems:
         result.add("source", "entry points", "fail", "; ".join(problems))
         return False
@@ -63,10 +107,34 @@ def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
 
 
 def _shape(export) -> list[tuple]:
-    """What an entry point must keep: each parameter's kind and type, and whether a pointer is
-    to const (so that swapping `out` and `inp` is caught before anything runs)."""
-    return [(p.kind, p.base, p.kind == "pointer" and "const" in p.ctype.split("*")[0].split())
-            for p in export.params]
+    """What an entry point must keep: each parameter's kind and type (the type itself, however it
+    is spelled: `half` is `__half`, `int64_t` is `long`), and whether a pointer is to const (so that
+    swapping `out` and `inp` is caught before anything runs). Names may differ."""
+    return [(p.kind, p.type, p.const_pointee) for p in export.params]
+
+
+def _difference(got, want) -> str:
+    """What to change, for the first parameter that differs (or the return type, or the count)."""
+    from ..build.exports import _spelled_as
+
+    if got.returns != want.returns:
+        return f"it returns {got.returns}; return {want.returns}"
+    if len(got.params) != len(want.params):
+        return f"it takes {len(got.params)} parameters, the entry point {len(want.params)}"
+    if sorted(_shape(got)) == sorted(_shape(want)):
+        return ("the parameters are in another order: keep the entry point's, "
+                + ", ".join(f"`{p.name}`" for p in want.params))
+    for i, (g, w) in enumerate(zip(got.params, want.params), 1):
+        if (g.kind, g.type) != (w.kind, w.type):
+            what = {"pointer": f"a pointer to {_spelled_as(w.type)}", "scalar": _spelled_as(w.type),
+                    "stream": "cudaStream_t"}[w.kind]
+            has = {"pointer": f"a pointer to {g.base}", "scalar": g.base, "stream": "cudaStream_t"}[g.kind]
+            return f"parameter {i} (`{g.name}`) is {has} where the entry point has {what}"
+        if g.const_pointee != w.const_pointee:
+            return (f"parameter {i} (`{g.name}`) must point to const (`const {g.base}*`): it is an input, and the const "
+                    "tells inputs from outputs" if w.const_pointee else
+                    f"parameter {i} (`{g.name}`) is written: drop the const (`{g.base}*`)")
+    return "the types differ"
 
 
 def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.CompileReport | None:
@@ -87,18 +155,33 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
                    f"{' or '.join(repr(s) for s in config.SANITIZER_SKIP_KERNELS)}: those are PyTorch's kernels, "
                    "which the grader's compute-sanitizer stage does not check; rename it")
     worst = max(report.kernels, key=lambda k: k.registers)
-    spills = [k for k in report.kernels if k.spill_stores or k.spill_loads or k.stack_bytes]
+    spills = [k for k in report.kernels if k.local_memory]
+    printing = [k for k in report.kernels if k.printf_frame_only]
     regs_ok = worst.registers <= ex.max_registers
-    result.add("sass", "registers, no spills", "pass" if regs_ok and not spills else "fail",
-               f"{worst.registers} registers in {worst.name} (limit {ex.max_registers})" if not spills else
-               "local memory used (stack/spills) in " + ", ".join(
-                   f"{k.name}: {k.stack_bytes} B stack, {k.spill_stores + k.spill_loads} B spilled" for k in spills))
+    detail = (f"{worst.registers} registers in {worst.name} (limit {ex.max_registers})" if regs_ok else
+              f"{worst.registers} registers in {worst.name}, over the limit of {ex.max_registers}: keep fewer values "
+              "live at once (fewer elements per thread, smaller unrolled arrays)")
+    if spills:
+        detail = ("local memory used (stack/spills) in " + ", ".join(
+            f"{k.name}: {k.stack_bytes} B stack, {k.spill_stores + k.spill_loads} B spilled" for k in spills)
+            + ": keep per-thread arrays small and indexed by compile-time constants (fully unrolled loops), "
+              "so that they live in registers")
+    elif printing:
+        detail += ("; " + ", ".join(f"{k.name}: {k.stack_bytes} B" for k in printing)
+                   + " of stack only for printf's arguments (not counted)")
+    result.add("sass", "registers, no spills", "pass" if regs_ok and not spills else "fail", detail)
     for opcode, why in ex.required_sass.items():
-        missing = [k.name for k in report.kernels if not k.has_opcode(opcode)]
-        if missing:
-            result.add("sass", opcode, "fail", f"no {opcode} ({why}) in " + ", ".join(missing))
+        # The technique must show in the file, not in every kernel: a scalar kernel beside the
+        # vectorized one (unaligned rows), or a template instantiated both ways, is what production code
+        # does. The timed cases take the fast path, and the speed check is what catches a fake one.
+        having = [k.name for k in report.kernels if k.has_opcode(opcode)]
+        if not having:
+            result.add("sass", opcode, "fail", f"no {opcode} in any kernel ({', '.join(k.name for k in report.kernels)}): "
+                       f"the exercise asks for {why}")
         else:
-            result.add("sass", opcode, "pass", f"{why}: present in every kernel")
+            others = len(report.kernels) - len(having)
+            result.add("sass", opcode, "pass", f"{why}: in {', '.join(having)}"
+                       + (f" (not in the other {others} kernel{'s' * (others > 1)})" if others else ""))
     return report
 
 
@@ -143,14 +226,24 @@ def link_checks(ex: Exercise, source: _build.Source, result: Result, report: _bu
         return True
     if found.load_time:
         result.add("source", "no code at load time", "fail",
-                   "runs code when the module is loaded: " + symbols.summary(found.load_time))
+                   "runs code when the module is loaded: " + symbols.summary(found.load_time) +
+                   ": give globals constant initialisers (constexpr, __constant__ tables) and compute the rest in "
+                   "the launcher or the kernel")
     if found.syscalls:
         result.add("source", "no system calls", "fail",
-                   "makes system calls directly: " + symbols.summary(found.syscalls))
+                   "makes system calls directly: " + symbols.summary(found.syscalls) + ": remove the inline asm")
     if found.calls:
+        remedies = sorted({symbols.REMEDIES[f.why] for f in found.calls if f.why in symbols.REMEDIES})
         result.add("source", "links only to allowed functions", "fail",
-                   "host code uses what a kernel file may not: " + symbols.summary(found.calls))
+                   "host code uses what a kernel file may not: " + symbols.summary(found.calls) + ". "
+                   + "; ".join(remedies + [LAUNCHER_MAY]))
     return False
+
+
+# What the link check's refusal tells a learner a launcher may do (symbols.ALLOWED)
+LAUNCHER_MAY = ("a launcher checks its arguments, computes a grid, launches kernels on the stream it is given and "
+                "returns cudaGetLastError(); it may also query the device, set kernel attributes, print to stdout or "
+                "stderr, assert, and upload a __constant__ table with cudaMemcpyToSymbolAsync")
 
 
 def python_checks(ex: Exercise, source, result: Result) -> bool:

@@ -28,6 +28,12 @@ every mutant; grader/verify.py tallies them on a GPU.
 Hostile submissions (`tests/hostile/<exercise id>.toml`) are kept the same way: each table
 adds one attack to the solution, with `expect` (the words the refusal must name) in place of
 group, reason and needs_gpu; `hostile_submissions()` loads them, headed `// HOSTILE <what>`.
+
+Correct submissions (`tests/correct/<exercise id>/<name>.cu`) are whole files, each headed
+`// CORRECT <what is different from the reference>`: right code written as learners write it
+(plain __device__ helpers, a scalar kernel beside the vectorized one, `half` for `__half`, quoted
+toolkit headers, printing, a __constant__ table...). Every check must pass them: compile-only
+everywhere, and on a GPU the whole check, speed included (tests/test_correct.py).
 """
 from __future__ import annotations
 
@@ -41,6 +47,8 @@ from ..config import GROUPS
 
 MUTANTS_DIR = toolchain.ROOT / "tests" / "mutants"
 HOSTILE_DIR = toolchain.ROOT / "tests" / "hostile"
+CORRECT_DIR = toolchain.ROOT / "tests" / "correct"
+CORRECT_HEADING = "// CORRECT "
 _REQUIRED = {"what": str, "group": str, "reason": str, "needs_gpu": bool, "edit": list}
 _OPTIONAL = {"sanitizer": str, "undetected": str}
 _REQUIRED_HOSTILE = {"what": str, "expect": list, "edit": list}
@@ -179,6 +187,29 @@ def hostile_submissions() -> dict[str, Mutant]:
     if dup:
         raise MutantError(f"tests/hostile: the name(s) {', '.join(dup)} are used more than once")
     return {m.name: m for m in sorted(found, key=lambda m: m.name)}
+
+
+@dataclass
+class CorrectSubmission:
+    key: str        # "<exercise>/<name>"
+    exercise: str   # "day02.silu_and_mul"
+    path: Path
+    what: str       # what it does differently from the reference, from its first line
+
+    def source(self) -> str:
+        return self.path.read_text()
+
+
+def correct_submissions() -> dict[str, CorrectSubmission]:
+    """Every file of tests/correct/<exercise id>/, by key, sorted."""
+    found = {}
+    for path in sorted(CORRECT_DIR.glob("*/*")):
+        if path.is_file():
+            first = path.read_text().split("\n", 1)[0]
+            what = first[len(CORRECT_HEADING):].strip() if first.startswith(CORRECT_HEADING) else ""
+            key = f"{path.parent.name}/{path.stem}"
+            found[key] = CorrectSubmission(key, path.parent.name, path, what)
+    return found
 
 
 def written_dir() -> Path:

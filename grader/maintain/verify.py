@@ -343,6 +343,20 @@ def _mutant_tally(junit: Path, expected: list[str] = ()) -> dict:
             "rows": rows, "slowest_tests": [{"test": t, "seconds": round(sec, 1)} for t, sec in slowest]}
 
 
+def _correct_tally(junit: Path) -> dict:
+    """Known-right submissions (tests/test_correct.py's GPU test) that passed the whole check, and those
+    that did not."""
+    import xml.etree.ElementTree as ET
+
+    test = "test_a_correct_submission_passes_on_the_gpu["
+    cases = [c for c in (ET.parse(junit).getroot().iter("testcase") if junit.exists() else [])
+             if "test_correct" in c.get("classname", "") and c.get("name", "").startswith(test)]
+    ran = [c for c in cases if c.find("skipped") is None]
+    refused = [c.get("name")[c.get("name").index("[") + 1:-1] for c in ran
+               if c.find("failure") is not None or c.find("error") is not None]
+    return {"passed": len(ran) - len(refused), "total": len(ran), "refused": refused}
+
+
 NOT_RUN = "not run: the run's time was up before its test"
 SLOWEST_TESTS = 12
 
@@ -370,10 +384,12 @@ def _self_test_pytest_args(scope: Scope) -> list[str]:
     grader's own GPU tests where the scope has them."""
     if scope.everything:
         return ["tests"]
+    # a day's known-wrong submissions (tests/mutants) and its known-right ones (tests/correct) run in its part
     chosen = " or ".join(sorted(scope.days | scope.ids))
     if not scope.grader_tests:
-        return ["tests/test_mutants.py", "-k", chosen]
-    return ["tests", "-k", f"not test_mutants or {chosen}" if chosen else "not test_mutants"]
+        return ["tests/test_mutants.py", "tests/test_correct.py", "-k", chosen]
+    by_day = "not test_mutants and not test_correct"
+    return ["tests", "-k", f"{by_day} or {chosen}" if chosen else by_day]
 
 
 
@@ -403,6 +419,10 @@ def self_test_markdown(report: dict) -> str:
           + (f"; not run here: {', '.join(mt['skipped'])}" if mt["skipped"] else "")
           + (f"; NOT RUN (the run's time was up before their tests): {len(mt['not_run'])}" if mt.get("not_run") else "")
           + ".", "",
+          *([f"Known-right submissions (tests/correct): **passed {report['correct']['passed']} / "
+             f"{report['correct']['total']}**" + (f"; REFUSED: {', '.join(report['correct']['refused'])}"
+                                                 if report['correct']['refused'] else "") + ".", ""]
+            if report.get("correct", {}).get("total") else []),
           f"Solutions over {config.FALSE_FAILURE_SEEDS} seeds (correctness only): "
           + (f"no false failure in any of the {len(ms)} exercises." if not bad else
              "; ".join([f"FALSE FAILURES: {'; '.join(false)}"] * bool(false)
@@ -536,6 +556,7 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     log(f"{len(jobs)} mutants checked statically and built" + (f" in {report['prepare_s']:.0f} s, beside the tests"
                                                                if report["prepare_s"] is not None else ": not all by the end"))
     report["mutants"] = _mutant_tally(junit, sorted(mutants))
+    report["correct"] = _correct_tally(junit)
     report["seconds"] = time.perf_counter() - t0
     mt = report["mutants"]
     log(f"{name}: {report['pytest'][name]['summary']}; mutants caught {mt['caught']} / {mt['total']}")
