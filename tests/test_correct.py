@@ -39,6 +39,8 @@ def test_a_correct_submission_passes_every_check_that_needs_no_gpu(key):
     ok = static_checks(ex, src, result)
     report = sass_checks(ex, src, result) if ok else None
     ok = ok and report is not None and link_checks(ex, src, result, report)
+    if ok and ex.template_checks:  # a template exercise's own checks of the template (Day 13)
+        ok = ex.template_checks(c.source(), result)
     assert ok and result.ok, f"{key} ({c.what}) was refused:\n{result}"
     assert all(op in [i.name for i in result.items] for op in ex.required_sass)
 

@@ -40,7 +40,8 @@ class KernelInfo:
     def printf_frame_only(self) -> bool:
         """Whether the kernel's stack frame holds only printf's arguments: it calls vprintf (printf
         in device code), which takes its arguments in a buffer on the stack, and it spills nothing
-        and reads nothing back from local memory (no LDL: a local array or a spill would be read)."""
+        and reads nothing back from local memory (no LDL, in the kernel or the subroutines its SASS
+        lists: a local array or a spill would be read back)."""
         return (self.stack_bytes > 0 and "vprintf" in self.calls and not (self.spill_stores or self.spill_loads)
                 and not self.has_opcode("LDL"))
 
