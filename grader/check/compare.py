@@ -59,6 +59,14 @@ def _positions(shape: tuple, flat_indices: list[int]) -> list[list[int]]:
     return out
 
 
+def mismatched(got, expected, rtol: float, atol: float):
+    """Elementwise, on the device: |got - expected| > atol + rtol * |expected| in fp64; NaN matches
+    only NaN, +-Inf only the same Inf (rtol = atol = 0: equal, bit for bit but for NaN payloads)."""
+    import torch
+
+    return ~torch.isclose(got.double(), expected.to(got.device).double(), rtol=rtol, atol=atol, equal_nan=True)
+
+
 def compare(name: str, got, expected, rtol: float, atol: float, show: int = 5) -> Comparison:
     """|got - expected| <= atol + rtol * |expected|, elementwise, in fp64 (CHUNK_ELEMENTS at a time).
     NaN matches only NaN, +-Inf only the same Inf."""
@@ -71,7 +79,7 @@ def compare(name: str, got, expected, rtol: float, atol: float, show: int = 5) -
     examples: list[str] = []
     for start, g, e in _chunks(got, expected):
         g, e = g.double(), e.to(g.device).double()
-        bad = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        bad = mismatched(g, e, rtol, atol)
         finite = torch.isfinite(g) & torch.isfinite(e)
         # (the largest error over the finite pairs: 0 where there is none; errors are never negative)
         max_err = max(max_err, float(torch.where(finite, (g - e).abs(), g.new_zeros(())).max()))

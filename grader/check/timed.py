@@ -117,16 +117,16 @@ class TimedCalls:
 
 
 def _wrong(got, exp, tol):
-    """How many of the sampled elements are wrong: as compare.compare judges them (fp64, NaN only
-    for NaN); a sampled distribution's elements only have to be written."""
+    """How many of the sampled elements are wrong, as compare.compare judges them; a sampled
+    distribution's elements only have to be written."""
     import torch
+
+    from .compare import mismatched
 
     if tol.kind == "distribution":
         unwritten = torch.isnan(got) if got.is_floating_point() else got == torch.iinfo(got.dtype).min
         return unwritten.sum()
-    if tol.kind == "exact" or not (got.is_floating_point() or exp.is_floating_point()):
-        if got.is_floating_point():
-            return (~((got == exp) | (torch.isnan(got) & torch.isnan(exp)))).sum()
-        return (got != exp).sum()
-    g, e = got.double(), exp.to(got.device).double()
-    return (~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True)).sum()
+    if not (got.is_floating_point() or exp.is_floating_point()):
+        return (got != exp.to(got.device)).sum()
+    exact = tol.kind == "exact"
+    return mismatched(got, exp, 0.0 if exact else tol.rtol, 0.0 if exact else tol.atol).sum()
