@@ -128,7 +128,7 @@ def extra_include_dirs() -> list[str]:
             continue
         # A link left by another environment (a .venv made again elsewhere) dangles or points at other
         # headers: replace it, atomically, since several builds may get here at once.
-        tmp = folder / f".{header.name}.{os.getpid()}.tmp"
+        tmp = folder / f".{header.name}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(header)
         os.replace(tmp, link)

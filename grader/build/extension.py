@@ -322,7 +322,7 @@ def _prelude_dir() -> Path:
     header = folder / PRELUDE_FILE
     if not header.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = header.with_suffix(f".{os.getpid()}.tmp")
+        tmp = header.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # builds run in threads too
         tmp.write_text(BINDING_PRELUDE)
         tmp.replace(header)
     return folder
@@ -386,7 +386,7 @@ def _precompile_prelude(arch: str, features: dict) -> None:
             _load_inline(cpp_extension, dict(_inline_kwargs("course_prelude_flags", probe, arch, features),
                                              cpp_sources=[""]), False)
             cxx, cflags = compile_command(probe)
-            tmp = gch.with_name(f"{gch.name}.{os.getpid()}.tmp")
+            tmp = gch.with_name(f"{gch.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             flags = [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
             subprocess.run([*cxx, "-x", "c++-header", str(gch.with_suffix("")), "-o", str(tmp), *flags],
                            check=True, capture_output=True, text=True)
