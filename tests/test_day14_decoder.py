@@ -212,6 +212,54 @@ def test_a_module_may_not_import_the_grader(line, says):
     assert any(says in i.detail for i in result.failures), result.items
 
 
+@pytest.mark.parametrize("line, says", [
+    ("__builtins__['open']('notes.txt')", "uses __builtins__"),
+    ("spec = __spec__", "uses __spec__"),
+    ("torch.allclose = lambda *a, **k: True", "assigns to torch.allclose"),
+    ("t = torch\nt.allclose = lambda *a, **k: True", "assigns to t.allclose"),
+    ("def patch(mod=torch.testing):\n    mod.assert_close = print", "assigns to mod.assert_close"),
+    ("for m in (torch, F):\n    m.softmax = None", "assigns to m.softmax"),
+    ("del torch.nn.functional.softmax", "deletes torch.nn.functional.softmax"),
+    ("Tensor.sub = Tensor.add", "assigns to Tensor.sub"),
+    ("type(torch.zeros(1)).sub = None", "set attributes only on your own objects"),
+    ("torch.backends.cuda.matmul.allow_tf32 = True", "assigns to torch.backends.cuda.matmul.allow_tf32"),
+    ("_lib = torch.library.Library('aten', 'IMPL')", "register only the course's ops"),
+    ("torch.library.impl(torch.ops.aten.mm.default, 'CUDA')(lambda a, b: a)", "register only the course's ops")])
+def test_a_module_may_not_reach_around_the_import_checks(line, says):
+    """What the learner's Python can touch in the process that judges it: the interpreter's builtins, the
+    attributes of torch (a patched comparison or timer judges it), aten's kernels (replaced through
+    torch.library). Each refused with where and what."""
+    import types
+
+    from grader.check.result import Result
+    from grader.check.static import python_checks
+
+    source = types.SimpleNamespace(path="kernels/day14/decoder.py", text=SOLUTION.read_text() + "\n" + line + "\n")
+    result = Result("day14.decoder", source.path, "cpu")
+    assert not python_checks(day14.DECODER, source, result)
+    assert any(says in i.detail for i in result.failures), result.items
+
+
+@pytest.mark.parametrize("line", [
+    "if __name__ == '__main__':\n    print(__doc__)",
+    "class Cache:\n    def __init__(self):\n        self.pages = torch.zeros(4)\n        self.pages.data = torch.ones(4)",
+    "act = F.silu\ny = act(torch.ones(2))",
+    "cfg = dict(layers=2)\ncfg['layers'] = 3",
+    "@torch.library.custom_op('course::scale2', mutates_args=())\ndef scale2(x: Tensor) -> Tensor:\n"
+    "    return x * 2\n\n\n@scale2.register_fake\ndef _(x):\n    return torch.empty_like(x)"])
+def test_right_python_is_not_refused(line):
+    """Attributes of the module's own objects, its own ops in the course namespace, aliases that are only
+    read: the reach check refuses none of them."""
+    import types
+
+    from grader.check.result import Result
+    from grader.check.static import python_checks
+
+    source = types.SimpleNamespace(path="kernels/day14/decoder.py", text=SOLUTION.read_text() + "\n" + line + "\n")
+    result = Result("day14.decoder", source.path, "cpu")
+    assert python_checks(day14.DECODER, source, result), result.items
+
+
 # ------------------------------------------------------------------------------ the timed baselines
 def test_graded_baseline_is_the_eager_step_replayed_as_a_cuda_graph():
     """The graded ratio is against work the GPU alone decides (the eager step replayed from a CUDA graph);

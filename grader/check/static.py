@@ -246,9 +246,127 @@ LAUNCHER_MAY = ("a launcher checks its arguments, computes a grid, launches kern
                 "stderr, assert, and upload a __constant__ table with cudaMemcpyToSymbolAsync")
 
 
+# Dunder names a module may use: its own name and metadata. The rest (__builtins__, __loader__,
+# __spec__, ...) reach the interpreter's machinery around the import checks.
+PY_ALLOWED_DUNDERS = {"__name__", "__doc__", "__all__", "__version__", "__annotations__", "__file__", "__qualname__"}
+# torch.library functions that register or replace an operator's implementation: only for the course's
+# own ops ("course::..."), never aten's, whose replacement would change what the reference computes.
+PY_LIBRARY_CALLS = {"Library", "impl", "define", "custom_op", "triton_op", "register_kernel", "register_fake",
+                    "register_autograd", "register_torch_dispatch", "register_vmap", "fallthrough_kernel", "impl_abstract"}
+
+
+def _chain_root(node):
+    """The root of an attribute / subscript / call chain (`a` in a.b[0].c), and whether a call is on the way."""
+    import ast
+
+    called = False
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call, ast.Starred)):
+        called = called or isinstance(node, ast.Call)
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node, called
+
+
+def _module_names(tree) -> set[str]:
+    """Names bound to an imported module or to something imported from one, and the names later made
+    aliases of them (`t = torch`, `f = torch.nn.functional`, `with torch as t`, `for t in (torch,)`)."""
+    import ast
+
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {(a.asname or a.name.split(".")[0]) for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names}
+    while True:
+        more = set()
+        for node in ast.walk(tree):
+            pairs = []
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                pairs = [(t, node.value) for t in targets]
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                pairs = [(node.optional_vars, node.context_expr)]
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                pairs = [(node.target, node.iter)]
+            elif isinstance(node, ast.arguments):
+                args = node.posonlyargs + node.args
+                pairs = list(zip(args[len(args) - len(node.defaults):], node.defaults))
+                pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+            for target, value in pairs:
+                if _names_a_module(value, names):
+                    more |= _bound_names(target)
+        if more <= names:
+            return names
+        names |= more
+
+
+def _names_a_module(value, names: set[str]) -> bool:
+    """`value` is one of `names` or an attribute of one (torch, torch.nn.functional), or a tuple or list
+    holding such: an alias of a module, not an object a call made."""
+    import ast
+
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_module(v, names) for v in value.elts)
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id in names
+
+
+def _bound_names(target) -> set[str]:
+    """The plain names an assignment target binds (a, or a and b in a, *b), not the roots of a.x or a[i]."""
+    import ast
+
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.arg):
+        return {target.arg}
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound_names(t) for t in target.elts)) if target.elts else set()
+    return set()
+
+
+def _python_reach(tree, path: str) -> list[str]:
+    """The ways around the import checks a module's source takes: dunder names, attribute stores on
+    what it imported (a patched torch function would judge it), operators registered outside `course::`."""
+    import ast
+
+    found = []
+    modules = _module_names(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
+                and node.id not in PY_ALLOWED_DUNDERS:
+            found.append(f"{path}:{node.lineno}: uses {node.id}")
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            root, called = _chain_root(node.value)
+            what = "assigns to" if isinstance(node.ctx, ast.Store) else "deletes"
+            if not isinstance(root, ast.Name) or called:
+                found.append(f"{path}:{node.lineno}: {what} {ast.unparse(node)}: set attributes only on your own "
+                             f"objects (self.x = ...)")
+            elif root.id in modules:
+                found.append(f"{path}:{node.lineno}: {what} {ast.unparse(node)}, part of a module it imported: "
+                             f"the grader compares and times with those modules; keep your changes in your own names")
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            via_library = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) \
+                and func.value.attr == "library" or isinstance(func, ast.Attribute) and \
+                isinstance(func.value, ast.Name) and func.value.id == "library"
+            if name in PY_LIBRARY_CALLS and (via_library or name in modules):
+                first = node.args[0] if node.args else None
+                ok = isinstance(first, ast.Constant) and isinstance(first.value, str) \
+                    and (first.value == "course" or first.value.startswith("course::"))
+                if not ok:
+                    found.append(f"{path}:{node.lineno}: torch.library.{name} on "
+                                 f"{ast.unparse(first) if first is not None else 'nothing'}: register only the "
+                                 f"course's ops, \"course::<name>\"")
+    return found
+
+
 def python_checks(ex: Exercise, source, result: Result) -> bool:
-    """A learner's Python module: it parses, imports nothing forbidden, calls no forbidden
-    builtin, and defines the exercise's entry points (as functions)."""
+    """A learner's Python module: it parses, imports nothing forbidden, calls no forbidden builtin,
+    reaches no further (_python_reach), and defines the exercise's entry points (as functions)."""
     import ast
 
     try:
@@ -271,6 +389,7 @@ def python_checks(ex: Exercise, source, result: Result) -> bool:
         elif isinstance(node, ast.Attribute) and (node.attr in PY_DENY_MODULES or node.attr == "modules"):
             # a denied module reached through one that imported it (torch.sys.modules, torch.os, ...)
             denied.append(f"{source.path}:{node.lineno}: reaches {node.attr} through another module")
+    denied += _python_reach(tree, source.path)
     if denied:
         result.add("source", "does its own work", "fail", "; ".join(denied[:5]))
         return False
