@@ -93,12 +93,15 @@ def test_the_tolerances_pass_fp32_evaluation_and_reject_two_roundings():
         assert sum(passed) <= len(passed) // 4, f"{key}: two roundings passed {sum(passed)} of {len(passed)} cases"
 
 
-# A learner's template is rendered in the grading process, before anything is sandboxed: Jinja2's
-# sandbox refuses what would reach Python's internals, and a template that loops too long is stopped.
+# A learner's template is rendered in a process of its own (grader/exercises/_render_child.py): Jinja2's
+# sandbox refuses what would reach Python's internals; a template that loops too long, builds a huge
+# value or renders a huge source is stopped by the child's limits, which hold on every thread.
 @pytest.mark.parametrize("attack, says", [
     ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "unsafe"),
     ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "longer than"),
-], ids=["python_internals", "endless_loop"])
+    ("{% set s = 'x' * 1500000000 %}", "MemoryError"),
+    ("{% for a in range(100000) %}{{ 'padding' * 100 }}{% endfor %}", "characters"),
+], ids=["python_internals", "endless_loop", "huge_value", "huge_source"])
 def test_a_hostile_template_is_refused_when_rendered(tmp_path, monkeypatch, attack, says):
     from grader.exercises import day13
 

@@ -12,11 +12,11 @@ and finds the same module, flags and edits give new ones (grader/check/pipeline.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..spec import UNIT_ROUNDOFF, Baseline, Exercise, Tolerance, memory_bound
+from . import _render_child
 from ._rounding import FP16_SUBNORMAL, ULP32, expf_ulp, round_up
 from .day02 import DTYPES, gated_cases, gated_outputs, uniform_gated_inputs
 
@@ -43,51 +43,29 @@ class Specialization:
 
 
 def jinja_environment():
-    """How the exercise's template is rendered: in Jinja2's sandbox (a learner's template is
-    rendered in the grading process: it may not reach the internals of any Python object, and a
-    range holds at most 100,000 numbers); an undefined name is an error (not an empty string); a
-    line holding only a {% tag %} or {# comment #} leaves no blank line behind."""
-    import jinja2
-    from jinja2.sandbox import SandboxedEnvironment
-
-    return SandboxedEnvironment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                                keep_trailing_newline=True)
+    """How the exercise's template is rendered (grader/exercises/_render_child.py): in Jinja2's sandbox,
+    an undefined name an error, a line holding only a {% tag %} leaving no blank line behind."""
+    return _render_child.environment()
 
 
 RENDER_LIMIT_S = 5.0  # one rendering takes milliseconds; a template that loops for longer is refused
+RenderTimeout = _render_child.RenderTimeout
 
 
-class RenderTimeout(RuntimeError):
-    pass
+def _context(spec: Specialization) -> dict:
+    return {"name": spec.name, "act_expr": spec.act_expr, "dtype": spec.dtype, "vec_size": spec.vec_size}
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Interrupt the block after `seconds` (SIGALRM: on the main thread only, elsewhere no limit)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def stop(signum, frame):
-        raise RenderTimeout(f"rendering one specialization took longer than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def render_many(template_text: str, specs: list[Specialization]) -> list[str]:
+    """The .cu source of each specialization, rendered in a process of its own (Jinja2's sandbox, within
+    RENDER_LIMIT_S each and the child's memory and output limits): a learner's template never runs in
+    the grader's process."""
+    return _render_child.render_isolated(template_text, [_context(s) for s in specs], RENDER_LIMIT_S)
 
 
 def render_specialization(template_text: str, spec: Specialization) -> str:
-    """The .cu source of one specialization (in the sandbox, within RENDER_LIMIT_S)."""
-    template = jinja_environment().from_string(template_text)
-    with _time_limit(RENDER_LIMIT_S):
-        return template.render(name=spec.name, act_expr=spec.act_expr, dtype=spec.dtype, vec_size=spec.vec_size)
+    """The .cu source of one specialization (render_many)."""
+    return render_many(template_text, [spec])[0]
 
 
 # ---------------------------------------------------------------------------- activations
@@ -172,8 +150,8 @@ GRADED = [Specialization(a.name, a.expr, dt, VEC_16B) for a in ACTIVATIONS.value
 
 def render(template_text: str) -> str:
     """The graded source: every graded specialization rendered and compiled as one file."""
-    parts = [f"// ---- specialization {n} of {len(GRADED)}: {s.label}\n{render_specialization(template_text, s)}"
-             for n, s in enumerate(GRADED, 1)]
+    parts = [f"// ---- specialization {n} of {len(GRADED)}: {s.label}\n{text}"
+             for n, (s, text) in enumerate(zip(GRADED, render_many(template_text, GRADED)), 1)]
     return "\n".join(parts)
 
 
@@ -199,8 +177,8 @@ def _template_checks(template_text: str, result) -> bool:
     variants = {"act_expr": replace(base, act_expr=GELU_TANH.expr), "dtype": replace(base, dtype="bf16"),
                 "vec_size": replace(base, vec_size=4)}
     try:
-        text = render_specialization(template_text, base)
-        rendered = {p: render_specialization(template_text, v) for p, v in variants.items()}
+        text, *others = render_many(template_text, [base, *variants.values()])
+        rendered = dict(zip(variants, others))
     except Exception as e:  # a Jinja2 error, the sandbox's refusals, the time limit
         result.add("build", SOURCE_PER_SPEC, "fail", f"{TEMPLATE_NAME}: {type(e).__name__}: {e}")
         return False
