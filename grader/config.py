@@ -26,6 +26,9 @@ SANITIZE_MAX_BYTES = {"memcheck": 4 << 20, "racecheck": 1 << 20}
 # Class grading (and the self-test) run every clean submission's small cases under these too
 # (racecheck only where the SASS has shared memory or barriers); cached per build.
 CLASS_SANITIZERS = ("memcheck", "racecheck")
+# A learner's check runs its small cases under these too, where compute-sanitizer is installed: a read
+# past the end of an input leaves the outputs right, and only memcheck sees it.
+CHECK_SANITIZERS = ("memcheck",)
 # PyTorch's own kernels (the grader's input generation, references and comparisons) run under
 # compute-sanitizer without its instrumentation: `--kernel-name-exclude kns=...` on these
 # substrings of their names (at::native::..., at_cuda_detail::cub::...). Fail-safe: a filter

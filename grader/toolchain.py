@@ -66,6 +66,15 @@ def cuda_home() -> Path | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def compute_sanitizer() -> str | None:
+    """compute-sanitizer's path (the CUDA toolkit's, else the first on PATH), or None."""
+    home = cuda_home()
+    if home and (home / "bin" / "compute-sanitizer").exists():
+        return str(home / "bin" / "compute-sanitizer")
+    return shutil.which("compute-sanitizer")
+
+
 def nvcc_path() -> str | None:
     home = cuda_home()
     return str(home / "bin" / "nvcc") if home else shutil.which("nvcc")

@@ -360,16 +360,19 @@ def seed_list(seeds: int, secret_seed: int | None) -> list:
 def check(exercise: str, source: str | Path | None = None, solutions: bool | None = None,
           seeds: int = config.PUBLIC_SEEDS, secret_seed: int | None = None, perf: bool = True,
           timeout: float | None = None, quiet: bool = False, sanitize: str | None = None,
-          sanitizers: tuple[str, ...] = (), gate: str | None = None) -> Result:
+          sanitizers: tuple[str, ...] | None = None, gate: str | None = None) -> Result:
     """Grade one exercise. `source` defaults to the learner's file under kernels/.
     `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead;
-    `sanitizers` runs them under these tools too, after a clean run (as class grading does).
+    `sanitizers` runs them under these tools too, after a clean run (as class grading does; default
+    config.CHECK_SANITIZERS where compute-sanitizer is installed and a GPU is present).
     `gate`: the folder of the GPU's gate (check/gate.py) when other checks run beside this one on
     its GPU (the self-test; default: $COURSE_GPU_GATE, config.GATE_ENV): each timing has it alone."""
     t0, t0_wall = time.perf_counter(), time.time()
     toolchain.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
+    if sanitizers is None:
+        sanitizers = config.CHECK_SANITIZERS if toolchain.compute_sanitizer() and toolchain.gpu_present() else ()
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
                       sanitizers=() if sanitize else tuple(sanitizers), gate=gate or os.environ.get(config.GATE_ENV) or None,
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s)
@@ -388,19 +391,23 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # Most of that start was torch.profiler's first session importing torch._inductor, not CUPTI:
     # reports/cupti-start-f23237f-h100.log; worker._cuda_session avoids it: at fb78881 the second process
     # had CUPTI started 4.7-5.7 s into each check, 7.5-12.8 s before: reports/learner-loop-fb78881-h100.log.)
-    warm, ncu_run = None, None
+    warm, ncu_run, warm_sanitizers = None, None, {}
     t_warm = time.perf_counter()
     if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
         first = WarmWorker(opts)
         warm = (first, WarmWorker(opts, profiler=True, after=first))
         if ex.max_bank_conflicts is not None:
             ncu_run = _start_bank_conflict_run(opts)
+        # memcheck's process starts now too (its interpreter and torch under the sanitizer take seconds),
+        # making its CUDA context after the first one's; it runs the small cases after a clean run
+        warm_sanitizers = {tool: WarmWorker(opts, sanitize=tool, after=first) for tool in opts.sanitizers
+                           if tool == "memcheck"}
     t_warm = time.perf_counter() - t_warm
     try:
         prep = prepare(ex, path, quiet=quiet)
         untouched = copy.deepcopy(prep) if opts.gate else None
         t_run = time.perf_counter()
-        run(ex, prep, opts, warm, ncu_run)
+        run(ex, prep, opts, warm, ncu_run, warm_sanitizers=warm_sanitizers)
         if untouched is not None and prep.judged_alone_only():
             # Beside other checks on its GPU (the self-test), a kernel that hangs in one of them can hold
             # this one's calls back past their limit, and one stopped for not pausing while another waited
@@ -419,6 +426,8 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
         for label, w in zip(("grading process", "launch check's process"), warm or ()):
             prep.result.background[label] = {stage: round(t - t0_wall, 2) for stage, t in w.stages().items()}
             w.discard()
+        for w in warm_sanitizers.values():
+            w.discard()  # (a no-op where it ran)
         if ncu_run is not None:
             ncu_run.cancel()  # (a no-op where it ran)
     if warm:

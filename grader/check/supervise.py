@@ -470,8 +470,7 @@ SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
 
 def _sanitizer_prefix(tool: str) -> list[str]:
-    home = toolchain.cuda_home()
-    exe = str(home / "bin" / "compute-sanitizer") if home else "compute-sanitizer"
+    exe = toolchain.compute_sanitizer() or "compute-sanitizer"
     skip = ",".join(f"kns={name}" for name in config.SANITIZER_SKIP_KERNELS)
     return [exe, "--tool", tool, "--print-limit", "5", "--kernel-name-exclude", skip]
 
