@@ -23,7 +23,7 @@ from ..spec import Exercise
 from .gate import GpuGate
 from .result import Result
 from .static import link_checks, python_checks, sass_checks, static_checks
-from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker
+from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker, sanitize_max_bytes
 
 
 def secret_seed_from_env() -> int | None:
@@ -312,7 +312,8 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str, w
     `warm`: a process already started under that tool (not used where the verdict is cached)."""
     name = f"compute-sanitizer {tool}"
     spec_hash = hashlib.sha256(ex.spec_path.read_bytes()).hexdigest()[:12]
-    cached = toolchain.cache_dir() / "sanitizer" / f"{prep.module_name}-{ex.id}-{spec_hash}-{tool}.json"
+    cap = sanitize_max_bytes(replace(opts, sanitize=tool))
+    cached = toolchain.cache_dir() / "sanitizer" / f"{prep.module_name}-{ex.id}-{spec_hash}-{tool}-{cap}.json"
     if cached.exists():
         item = json.loads(cached.read_text())
         prep.result.add("work", name, item["status"], item["detail"], dict(item["metrics"], cached=True))
@@ -371,11 +372,13 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     toolchain.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
-    if sanitizers is None:
+    learner_default = sanitizers is None
+    if learner_default:
         sanitizers = config.CHECK_SANITIZERS if toolchain.compute_sanitizer() and toolchain.gpu_present() else ()
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
                       sanitizers=() if sanitize else tuple(sanitizers), gate=gate or os.environ.get(config.GATE_ENV) or None,
-                      timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s)
+                      timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s,
+                      sanitize_max_bytes=config.CHECK_SANITIZE_MAX_BYTES if learner_default else None)
     # The grading processes start now, beside the static checks and the build: their torch, CUDA
     # context and (for the launch check) profiler are ready by the time the module is. Not for a Python
     # module (its dependencies must be in view from the start) or a run under compute-sanitizer. The

@@ -39,6 +39,8 @@ class RunOptions:
     # after a clean run, the small cases again under these compute-sanitizer tools (class grading and
     # the self-test): racecheck only where the SASS shows shared memory or barriers
     sanitizers: tuple[str, ...] = ()
+    # the largest case run under compute-sanitizer (bytes; None: config.SANITIZE_MAX_BYTES per tool)
+    sanitize_max_bytes: int | None = None
     # folders the grading process may not see, besides the solutions and the build cache (class
     # grading: the submissions and the output folder); applies where the sandbox works
     hide: tuple[str, ...] = ()
@@ -47,6 +49,13 @@ class RunOptions:
     # GPU memory the grading process keeps in torch's allocator from one case to the next (class grading:
     # config.CASE_MEMORY_KEPT_BYTES); 0: each case's is given back after it
     case_memory_kept: int = 0
+
+
+def sanitize_max_bytes(opts: RunOptions) -> int | None:
+    """The largest case a run under compute-sanitizer takes (None: not under one)."""
+    if not opts.sanitize:
+        return None
+    return opts.sanitize_max_bytes or config.SANITIZE_MAX_BYTES[opts.sanitize]
 
 
 @dataclass
@@ -335,7 +344,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         worker_config = {"exercise": ex.id, "module_dir": module_dir, "module_name": prep.module_name,
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
-                  "max_case_bytes": config.SANITIZE_MAX_BYTES[opts.sanitize] if opts.sanitize else None,
+                  "max_case_bytes": sanitize_max_bytes(opts),
                   "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept}
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
