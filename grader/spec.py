@@ -33,20 +33,23 @@ class Tolerance:
     "exact": equal, for integer and index outputs; "distribution": the output holds draws
     (token ids) and the reference holds, per row, the exact probabilities they must follow:
     never a draw outside the support, and a chi-square test per distinct distribution whose
-    chance of failing a right sampler is at most `alpha` per case (grader/check/stats.py)."""
+    chance of failing a right sampler is at most `alpha` per case (grader/check/stats.py); with
+    `pairs`, draws d apart (each d) that follow the same distribution must also be independent:
+    they may not repeat each other more often than chance (another row, another call)."""
     rtol: float = 0.0
     atol: float = 0.0
     why: str = ""
     kind: str = "close"
     alpha: float = 1e-4
+    pairs: tuple[int, ...] = ()
 
     @classmethod
     def exact(cls, why: str) -> "Tolerance":
         return cls(0.0, 0.0, why, kind="exact")
 
     @classmethod
-    def distribution(cls, why: str, alpha: float = 1e-4) -> "Tolerance":
-        return cls(0.0, 0.0, why, kind="distribution", alpha=alpha)
+    def distribution(cls, why: str, alpha: float = 1e-4, pairs: tuple[int, ...] = ()) -> "Tolerance":
+        return cls(0.0, 0.0, why, kind="distribution", alpha=alpha, pairs=tuple(pairs))
 
 
 # Unit roundoff of each storage type: rounding an exact result once errs by at most this, relative.

@@ -87,6 +87,30 @@ def test_the_statistical_grading_fails_a_right_sampler_rarely():
     assert fails <= 14  # P(Binomial(100, 0.05) > 14) < 1e-4
 
 
+def test_draws_that_repeat_each_other_fail_and_independent_ones_pass():
+    """Rows of one call, and the same row in two calls (the caller's next step, at another offset), must
+    draw independently: a sampler that ignores the offset (the second call repeats the first) or gives
+    neighbouring rows the same random number passes the chi-square test of the pooled counts, not this."""
+    import torch
+
+    probs, g = _distributions(distinct=2, each=2000, seed=2)
+    rows = probs.shape[0]
+    twice = torch.cat([probs, probs])
+    first = torch.multinomial(probs, 1, generator=g).squeeze(1)
+    second = torch.multinomial(probs, 1, generator=g).squeeze(1)
+    assert compare_distribution("t", torch.cat([first, second]), twice, 1e-6, (1, rows)).ok
+    c = compare_distribution("t", torch.cat([first, first]), twice, 1e-6, (1, rows))
+    assert not c.ok and "repeat each other" in c.message() and f"{rows} rows on" in c.message()
+    paired = first.clone()
+    paired[1::2] = paired[0::2]  # neighbours share a random number
+    c = compare_distribution("t", paired, probs, 1e-6, (1,))
+    assert not c.ok and "the next row's draw" in c.message()
+    # at alpha = 0.05 per case, right samplers with the pair tests on: still rare
+    fails = sum(not compare_distribution("t", torch.multinomial(twice, 1, generator=g).squeeze(1), twice, 0.05,
+                                         (1, rows)).ok for _ in range(100))
+    assert fails <= 14
+
+
 def test_dot_tolerance_grows_with_k_passes_fp32_accumulation_and_rejects_fp16():
     import torch
 

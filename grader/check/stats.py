@@ -57,9 +57,25 @@ def _furthest_off(counts, expected):
     return int(terms.argmax())
 
 
-def compare_distribution(name: str, draws, probs, alpha: float) -> Comparison:
+def _repeat_bound(equal: int, pairs: int, q: float) -> float:
+    """An upper bound on P(X >= equal) for X ~ Binomial(pairs, q) (Chernoff: exp(-n KL(equal / n || q))):
+    the chance that independent pairs, each equal with probability q, are equal this often. A bound, so
+    a test that fails below its level fails a right sampler less often than the level says."""
+    import math
+
+    if pairs == 0 or equal <= q * pairs:
+        return 1.0
+    a = equal / pairs
+    kl = a * math.log(a / q) + ((1 - a) * math.log((1 - a) / (1 - q)) if a < 1 else 0.0)
+    return math.exp(-pairs * kl)
+
+
+def compare_distribution(name: str, draws, probs, alpha: float, pairs: tuple[int, ...] = ()) -> Comparison:
     """`draws`: integer token ids, one per row ([rows] or [rows, 1]); `probs`: [rows, vocab],
-    each row the exact distribution its draw must follow.
+    each row the exact distribution its draw must follow. `pairs`: offsets d such that draws j and
+    j + d are independent where they follow the same distribution (rows of one call, the same row in
+    two calls): tested on disjoint pairs (j, j + d), j // d even, by how often they are equal, against
+    the chance q = sum p^2 that two independent draws of p are (a bound on the binomial tail).
 
     Judged on the host after one copy of each: a GPU shared by several checks time-slices every
     synchronizing call, and a test per distribution of small GPU calls waited its turn hundreds
@@ -85,7 +101,7 @@ def compare_distribution(name: str, draws, probs, alpha: float) -> Comparison:
                           f"probability 0 must never be drawn)")
     uniq, group = torch.unique(probs, dim=0, return_inverse=True)
     n_dist = uniq.shape[0]
-    level = alpha / n_dist
+    level = alpha / (n_dist * (1 + len(pairs)))  # Bonferroni over every test of the case
     counts = torch.bincount(group * vocab + draws, minlength=n_dist * vocab).view(n_dist, vocab)
     n = torch.bincount(group, minlength=n_dist)
     expected = uniq * n[:, None].double()
@@ -99,6 +115,13 @@ def compare_distribution(name: str, draws, probs, alpha: float) -> Comparison:
                         f"chi-square {float(stat[g]):.1f} on {int(dof[g])} dof, p = {float(pv[g]):.2g} < {level:.2g}"
                         + (f"; furthest off: token {token} drawn {int(counts[g, token])} times, "
                            f"{float(expected[g, token]):.1f} expected" if token is not None else ""))
+    repeats = _repeats(draws, group, uniq, pairs, level)
+    if repeats:
+        head = (f"{name}: " + (f"the draws do not follow {len(fails)} of {n_dist} distributions, and " if fails else "")
+                + f"draws that must be independent repeat each other (tests at {level:.2g} each: a right sampler "
+                f"fails this case with probability <= {alpha:g}): does each row, and each call at its own offset, "
+                f"draw its own random numbers?")
+        return Comparison(name, False, len(fails) + len(repeats), n_dist, 0, 0.0, (repeats + examples)[:3], head)
     if fails:
         head = (f"{name}: the draws do not follow {len(fails)} of {n_dist} distributions (chi-square test "
                 f"at {level:.2g} each: a right sampler fails this case with probability <= {alpha:g})")
@@ -106,3 +129,28 @@ def compare_distribution(name: str, draws, probs, alpha: float) -> Comparison:
         head = (f"{name}: {rows} draws from {n_dist} distributions follow them (smallest p-value "
                 f"{float(pv.min()):.2g}, each tested at {level:.2g}); none outside the support")
     return Comparison(name, not fails, len(fails), n_dist, 0, 0.0, examples, head)
+
+
+def _repeats(draws, group, uniq, pairs, level) -> list[str]:
+    """For each offset d and distinct distribution: the disjoint pairs (j, j + d), j // d even, that follow
+    it, and whether they are equal more often than independent draws could be (at `level`)."""
+    import torch
+
+    found = []
+    rows = draws.numel()
+    for d in pairs:
+        j = torch.arange(rows - d) if d < rows else torch.arange(0)
+        j = j[(j // d) % 2 == 0]
+        same = group[j] == group[j + d]
+        j = j[same]
+        equal = draws[j] == draws[j + d]
+        for g in torch.unique(group[j]).tolist():
+            mine = group[j] == g
+            n, e = int(mine.sum()), int((equal & mine).sum())
+            q = float((uniq[g] ** 2).sum())
+            bound = _repeat_bound(e, n, q)
+            if bound < level:
+                what = "the next row's draw" if d == 1 else f"the draw {d} rows on (the next call's, same row)"
+                found.append(f"distribution {g}: {e} of {n} draws equal {what}, where independent draws are equal "
+                             f"about {q * n:.0f} times (p <= {bound:.2g} < {level:.2g})")
+    return found

@@ -238,7 +238,7 @@ def _judge(ex, p, inputs, before, outputs, expected):
     for name, exp in expected.items():
         tol = tols[name]
         if tol.kind == "distribution":
-            c = compare_distribution(name, outputs[name], exp, tol.alpha)
+            c = compare_distribution(name, outputs[name], exp, tol.alpha, tol.pairs)
             notes.append(c.message())
         else:
             exact = tol.kind == "exact"

@@ -227,10 +227,14 @@ def _torch_baseline(p, inputs, outputs):
 
 
 def _tolerance(p):
+    rows = p["distributions"] * p["rows_each"]
+    # Rows are independent (each its own Philox subsequence), and so are two calls at different offsets:
+    # neighbouring rows, and the same row in the two calls, may not repeat each other more than chance.
     return Tolerance.distribution(
         f"draws follow the renormalized nucleus (chi-square per distinct row, false-failure rate <= {ALPHA:g} per "
-        f"case); never a token outside the nucleus; ties at the boundary all kept" + (
-            f"; drawn twice (offset, offset + {OFFSET_STEP}) and pooled" if p["twice"] else ""), alpha=ALPHA)
+        f"case); never a token outside the nucleus; ties at the boundary all kept; rows independent" + (
+            f"; drawn twice (offset, offset + {OFFSET_STEP}), pooled, the second call's draws independent of the "
+            f"first's" if p["twice"] else ""), alpha=ALPHA, pairs=(1, rows) if p["twice"] else (1,))
 
 
 EXERCISES = [
