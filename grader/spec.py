@@ -201,6 +201,9 @@ class Exercise:
     baseline_name: str = ""
     target_copy_ratio: float | None = None
     target_note: str = ""
+    # (regex, why) over the source without comments: what this exercise refuses besides static.DENY, where
+    # a wrong formula lies within every tolerance a right kernel needs (Day 3's erf GELU)
+    source_deny: tuple[tuple[str, str], ...] = ()
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
     # The fewest bytes a timed case moves: 4x the H200's 60 MB L2, so that no data read twice can

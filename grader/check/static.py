@@ -63,7 +63,7 @@ def static_checks(ex: Exercise, source: _build.Source, result: Result) -> bool:
     if "__global__" not in text:
         result.add("source", "has a kernel", "fail", "no __global__ function: the work must be done by your kernel")
         return False
-    denied = [why for rx, why in DENY if re.search(rx, text)]
+    denied = [why for rx, why in (*DENY, *ex.source_deny) if re.search(rx, text)]
     foreign = foreign_quoted_includes(text)
     if foreign:
         denied.append("includes " + ", ".join(f'"{n}"' for n in foreign[:3]) + ", which is neither a course header "

@@ -62,7 +62,8 @@ def _gelu_tolerance(p):
     # adds ~1e-6 relative, inside the 1% slack.
     # Not separable at this bound: the exact (erf) GELU. |erf(v / sqrt 2) - t| <= 4.67e-4 |t| < 2^-11 |t|
     # for every v (largest at |v| = 1.14), so GELU-erf lies inside tanh.approx's documented error of
-    # GELU-tanh everywhere; the MUFU.TANH check is what tells an erff-based kernel apart.
+    # GELU-tanh everywhere, for any inputs (tests/test_near_formulas.py): no case can tell an erf GELU apart,
+    # so the source check refuses erf in this exercise (source_deny; mutant erf_gelu_with_dead_tanh).
     u = UNIT_ROUNDOFF[p["dtype"]]
     gate_bound, up_bound = gelu_bounds(p)
     atol = 0.5 * gate_bound * up_bound * TANH_APPROX_ERR + (FP16_SUBNORMAL if p["dtype"] == "fp16" else 0.0)
@@ -197,6 +198,10 @@ EXERCISES = [
             "LDG.E.128": "16-byte vector loads (course::vec_t<T, 8>::load)",
         },
         max_registers=64,
+        source_deny=((r"\b(erff?|erfcf?|normcdff?)\s*\(",
+                      "computes GELU with erf: this exercise is GELU's tanh form, 0.5 v (1 + tanh(sqrt(2/pi) "
+                      "(v + 0.044715 v^3))), with course::ptx_tanh; the erf form differs from it by less than "
+                      "tanh.approx's own error, so only the formula tells them apart"),),
         notebook=NOTEBOOK,
     ),
     Exercise(
