@@ -333,3 +333,21 @@ def empty_like_offset(shape, dtype, device, offset: int):
 
     buf = torch.empty(int(torch.Size(shape).numel()) + offset, dtype=dtype, device=device)
     return buf[offset:].view(shape)
+
+
+def misalignments(pointers: dict[str, int]) -> list[tuple[str, int, str]]:
+    """(pointer, offset in elements, what for the label) for misaligning each pointer of `pointers`
+    (name: element size in bytes) alone, by 1, 2, 4 and 8 bytes where its elements allow: each offset
+    passes one more wrong alignment check (% 2, % 4, % 8) than the one before, and none passes % 16."""
+    return [(name, nbytes // size, f"{name} misaligned by {nbytes} byte{'s' if nbytes > 1 else ''}")
+            for name, size in pointers.items() for nbytes in (1, 2, 4, 8) if nbytes % size == 0]
+
+
+def pointer_offset(p: dict, pointer: str, shared: int = 0) -> int:
+    """The offset in elements of `pointer`'s base in case `p`: p["alone"] = (name, elements) moves
+    that one pointer and leaves every other aligned, so that a kernel which decides the alignment
+    of all its pointers from one of them is caught; without it, `shared` (the case's own offset)."""
+    alone = p.get("alone")
+    if alone:
+        return alone[1] if alone[0] == pointer else 0
+    return shared

@@ -3,7 +3,7 @@ cp.async pipeline (fp16 / bf16, fp32 accumulation)."""
 from __future__ import annotations
 
 from ..spec import (Case, Exercise, dot_tolerance, empty_like_offset, matmul_baseline, memory_bound,
-                    offset_view, torch_dtype)
+                    misalignments, offset_view, pointer_offset, torch_dtype)
 
 DTYPES = ("fp16", "bf16")
 # (M, N, K): tails of N (1, 2, 3, 127, 128, 129, odd N), K not a multiple of the 8-element chunk
@@ -14,6 +14,11 @@ SHAPES = [(1, 1, 1), (2, 3, 2), (3, 2, 8), (1, 127, 128), (4, 128, 129), (16, 12
           (16, 1000, 4096)]
 # Misaligned base pointers of x, weight and y (a tensor slice can start anywhere): the fallback path.
 MISALIGNED = [(1, 4096, 4096), (16, 129, 1000), (4, 1024, 4096)]
+# One pointer misaligned alone (the others aligned) by 2, 4 and 8 bytes, in bf16: a kernel that
+# decides from one pointer's alignment for all, or checks % 4 or % 8 where a 16-byte copy needs % 16,
+# faults. One small shape: K % 8 == 0 and N % 8 == 0, so every vector path is open when aligned.
+ALONE = (3, 200, 264)
+ALONE_POINTERS = {"x": 2, "weight": 2, "y": 2}
 # Llama 3 8B's layers (q/o 4096 x 4096, fused qkv 6144 x 4096, gate or up 14336 x 4096, down
 # 4096 x 14336, fused gate_up 28672 x 4096), 70B's down projection (8192 x 28672) and an lm_head
 # of Llama 3's vocabulary (128256 x 4096), at decode batch sizes.
@@ -23,8 +28,13 @@ REAL = [(1, 4096, 4096), (16, 6144, 4096), (4, 14336, 4096), (8, 4096, 14336), (
 PERF = [(m, n, k) for n, k in ((4096, 14336), (14336, 4096)) for m in (1, 4, 8, 16)]
 
 
-def _params(dt, m, n, k, offset=0):
-    return {"dtype": dt, "M": m, "N": n, "K": k, "offset": offset}
+def _params(dt, m, n, k, offset=0, alone=None):
+    """offset: elements by which x, weight and y all start off 16 bytes; alone: (pointer, elements), that
+    pointer misaligned by itself (spec.pointer_offset)."""
+    p = {"dtype": dt, "M": m, "N": n, "K": k, "offset": offset}
+    if alone:
+        p["alone"] = alone
+    return p
 
 
 def _cases():
@@ -34,6 +44,10 @@ def _cases():
         cases += [Case(f"{dt} M={m} N={n} K={k} misaligned by 1 (x, weight, y)", _params(dt, m, n, k, 1))
                   for m, n, k in MISALIGNED]
         cases += [Case(f"{dt} M={m} N={n} K={k} (real model)", _params(dt, m, n, k)) for m, n, k in REAL]
+    m, n, k = ALONE
+    cases += [Case(f"bf16 M={m} N={n} K={k} {what}",
+                   _params("bf16", m, n, k, alone=(name, elements)))
+              for name, elements, what in misalignments(ALONE_POINTERS)]
     cases += [Case(f"bf16 M={m} N={n} K={k} (timed)", _params("bf16", m, n, k), perf=True) for m, n, k in PERF]
     cases += [Case(f"fp16 M={m} N=4096 K=14336 (timed)", _params("fp16", m, 4096, 14336), perf=True)
               for m in (1, 16)]
@@ -48,11 +62,13 @@ def _inputs(p, gen, device="cuda"):
     # outputs ~ N(0, 1), far from zero relative to the tolerance.
     x = torch.randn(p["M"], p["K"], generator=gen, device=device).to(dt)
     w = (torch.randn(p["N"], p["K"], generator=gen, device=device) * max(p["K"], 1) ** -0.5).to(dt)
-    return {"x": offset_view(x, p["offset"]), "weight": offset_view(w, p["offset"])}
+    return {"x": offset_view(x, pointer_offset(p, "x", p["offset"])),
+            "weight": offset_view(w, pointer_offset(p, "weight", p["offset"]))}
 
 
 def _outputs(p, inputs):
-    return {"y": empty_like_offset((p["M"], p["N"]), torch_dtype(p["dtype"]), "cuda", p["offset"])}
+    offset = pointer_offset(p, "y", p["offset"])
+    return {"y": empty_like_offset((p["M"], p["N"]), torch_dtype(p["dtype"]), "cuda", offset)}
 
 
 def _call(mod, p, inputs, outputs):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..spec import (Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset, matmul_baseline,
-                    offset_view, torch_dtype)
+                    misalignments, offset_view, pointer_offset, torch_dtype)
 
 DTYPES = ("fp16", "bf16")
 
@@ -80,21 +80,51 @@ LLAMA3_8B = [(1, 4096, 4096), (7, 1024, 4096), (19, 14336, 4096), (128, 4096, 14
 # Misaligned base pointers by one element (a tensor slice can start anywhere): (m, n, k, offset of
 # a and b, offset of c).
 MISALIGNED = [(3, 1024, 256, 1, 1), (129, 4096, 4096, 1, 0), (64, 128, 4096, 0, 1)]
+# One pointer misaligned alone (the others aligned) by 2, 4 and 8 bytes, in bf16 (Days 9 and 10): a
+# kernel that decides from one pointer's alignment for all, or checks % 4 or % 8 where its 16-byte
+# loads or stores need % 16, faults. K % 8 == 0 and N % 8 == 0: every vector path is open when aligned.
+ALONE = (67, 200, 264)
+ALONE_POINTERS = {"a": 2, "b": 2, "c": 2}
+# Block order: the reference (solutions/day09/tensor_core_gemm.cu) tiles C in blocks of BM x BN =
+# 128 x 128 and walks them in groups of GROUP_M = 8 block rows, column by column; the last group
+# has min(8, block rows left). Every other case has at most 8 block rows or a multiple of 8, where
+# an order that sizes every group as the first one still covers C: these have 11 and 9 block rows
+# (last groups of 3 and 1), 5 and 7 block columns, and tails in M, N and K (under 0.12 GFLOP each).
+BM, BN, GROUP_M = 128, 128, 8
+RASTER = [("fp16", 1300, 600, 72), ("bf16", 1030, 850, 40)]
 
 
-def _gemm_params(dt, m, n, k, offset=0, offset_c=0):
-    return {"dtype": dt, "m": m, "n": n, "k": k, "offset": offset, "offset_c": offset_c}
+def raster_label(m, n, bm, bn, group):
+    """What a block-order case covers: its grid of bm x bn blocks and the rows of its last group."""
+    rows, cols = -(-m // bm), -(-n // bn)
+    return f"{rows} x {cols} blocks of {bm} x {bn} in groups of {group} block rows: the last has {rows % group}"
 
 
-def gemm_cases(shapes, misaligned, perf_sizes):
+def _gemm_params(dt, m, n, k, offset=0, offset_c=0, alone=None):
+    """offset: elements by which a and b start off 16 bytes, offset_c: c's; alone: (pointer, elements),
+    that pointer misaligned by itself (spec.pointer_offset)."""
+    p = {"dtype": dt, "m": m, "n": n, "k": k, "offset": offset, "offset_c": offset_c}
+    if alone:
+        p["alone"] = alone
+    return p
+
+
+def gemm_cases(shapes, misaligned, perf_sizes, raster=(), tile=(BM, BN, GROUP_M)):
     """C = A B^T cases (Days 9 and 10): `shapes` and Llama 3 8B's projections in both dtypes, the
-    `misaligned` ones, and square GEMMs of `perf_sizes` timed."""
+    `misaligned` ones, each of a, b and c misaligned alone (ALONE), the block-order cases `raster`
+    ((dtype, m, n, k) for blocks of `tile` = (BM, BN, GROUP_M)), and square GEMMs of `perf_sizes` timed."""
     cases = []
     for dt in DTYPES:
         cases += [Case(f"{dt} {m}x{n}x{k}", _gemm_params(dt, m, n, k)) for m, n, k in shapes]
         cases += [Case(f"{dt} {m}x{n}x{k} (Llama 3 8B)", _gemm_params(dt, m, n, k)) for m, n, k in LLAMA3_8B]
         cases += [Case(f"{dt} {m}x{n}x{k} misaligned by 1 ({'a, b' if o else ''}{' and ' if o and oc else ''}"
                        f"{'c' if oc else ''})", _gemm_params(dt, m, n, k, o, oc)) for m, n, k, o, oc in misaligned]
+    m, n, k = ALONE
+    cases += [Case(f"bf16 {m}x{n}x{k} {what}",
+                   _gemm_params("bf16", m, n, k, alone=(name, elements)))
+              for name, elements, what in misalignments(ALONE_POINTERS)]
+    cases += [Case(f"{dt} {m}x{n}x{k} ({raster_label(m, n, *tile)})", _gemm_params(dt, m, n, k))
+              for dt, m, n, k in raster]
     cases += [Case(f"{dt} {s}x{s}x{s}", _gemm_params(dt, s, s, s), perf=True) for s in perf_sizes for dt in DTYPES]
     return cases
 
@@ -105,11 +135,13 @@ def gemm_inputs(p, gen, device="cuda"):
     dt = torch_dtype(p["dtype"])
     a = torch.randn(p["m"], p["k"], generator=gen, device=device).to(dt)
     b = torch.randn(p["n"], p["k"], generator=gen, device=device).to(dt)
-    return {"a": offset_view(a, p["offset"]), "b": offset_view(b, p["offset"])}
+    return {"a": offset_view(a, pointer_offset(p, "a", p["offset"])),
+            "b": offset_view(b, pointer_offset(p, "b", p["offset"]))}
 
 
 def gemm_outputs(p, inputs):
-    return {"c": empty_like_offset((p["m"], p["n"]), torch_dtype(p["dtype"]), "cuda", p["offset_c"])}
+    offset = pointer_offset(p, "c", p["offset_c"])
+    return {"c": empty_like_offset((p["m"], p["n"]), torch_dtype(p["dtype"]), "cuda", offset)}
 
 
 def _gemm_call(mod, p, inputs, outputs):
@@ -168,7 +200,7 @@ EXERCISES = [
             "cudaError_t tensor_core_gemm_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b, "
             "int64_t m, int64_t n, int64_t k, cudaStream_t stream)",
         ],
-        cases=gemm_cases(GEMM_SHAPES, MISALIGNED, [4096]),
+        cases=gemm_cases(GEMM_SHAPES, MISALIGNED, [4096], RASTER),
         make_inputs=gemm_inputs,
         make_outputs=gemm_outputs,
         call=_gemm_call,

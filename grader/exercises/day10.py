@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..spec import (Baseline, Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset,
-                    matmul_baseline, memory_bound, offset_view, torch_dtype)
+                    matmul_baseline, memory_bound, misalignments, offset_view, pointer_offset, torch_dtype)
 from .day09 import DTYPES, gemm_cases, gemm_inputs, gemm_matmul, gemm_outputs, gemm_reference
 
 GEMM_SASS = {
@@ -29,6 +29,14 @@ GEMM_SHAPES = [(1, 1, 1), (2, 2, 2), (3, 3, 3), (1, 257, 16), (127, 255, 129), (
 # Misaligned base pointers by one element (a tensor slice can start anywhere): (m, n, k, offset of
 # a and b, offset of c). a, b misaligned: no cp.async (the plain-load fallback); c: 2-byte stores.
 MISALIGNED = [(3, 1024, 256, 1, 1), (129, 4096, 4096, 1, 0), (300, 512, 4096, 0, 1)]
+# (Each of a, b and c misaligned alone by 2, 4 and 8 bytes: day09.ALONE.)
+# Block order: the reference (solutions/day10/gemm.cu) tiles C in blocks of BM x BN = 128 x 256 and
+# walks them in groups of GROUP_M = 8 block rows, column by column; the last group has min(8, block
+# rows left). Every other case has at most 8 block rows or a multiple of 8, where an order that sizes
+# every group as the first one still covers C: these have 11 and 9 block rows (last groups of 3 and
+# 1), 5 and 7 block columns, and tails in M, N and K (under 0.21 GFLOP each).
+BM, BN, GROUP_M = 128, 256, 8
+RASTER = [("fp16", 1300, 1100, 72), ("bf16", 1030, 1700, 40)]
 # Timed: square GEMMs large enough to fill the H200 for hundreds of microseconds.
 PERF = [4096, 8192]
 
@@ -50,12 +58,23 @@ FP8_SHAPES = [(1, 1), (2, 2), (3, 3), (1, 127), (2, 128), (3, 129), (127, 4096),
 # all zeros (the lower bound on the scale); misaligned x and q (a slice can start anywhere).
 FP8_SPECIAL = [(129, 4096, "spread"), (64, 14336, "spread"), (5, 129, "spread")]
 FP8_MISALIGNED = [(3, 129), (33, 4096)]
+# One pointer misaligned alone (the others aligned), in bf16: x by 2, 4 and 8 bytes, q by 1, 2, 4 and 8
+# (its 8-byte stores need % 8), the fp32 scales by 4 and 8. A kernel that decides from one pointer's
+# alignment for all, or checks a smaller modulus than its vector loads or stores need, faults.
+# K % 8 == 0: the vector path is open when aligned.
+FP8_ALONE = (5, 1024)
+FP8_ALONE_POINTERS = {"x": 2, "q": 1, "scales": 4}
 # Timed: 384 and 352 MB moved, several times the L2.
 FP8_PERF = [("bf16", 32768, 4096), ("fp16", 8192, 14336)]
 
 
-def _fp8_params(dt, m, k, offset=0, rows="randn"):
-    return {"dtype": dt, "m": m, "k": k, "offset": offset, "rows": rows}
+def _fp8_params(dt, m, k, offset=0, rows="randn", alone=None):
+    """offset: elements by which x and q both start off 16 bytes; alone: (pointer, elements), that
+    pointer misaligned by itself (spec.pointer_offset)."""
+    p = {"dtype": dt, "m": m, "k": k, "offset": offset, "rows": rows}
+    if alone:
+        p["alone"] = alone
+    return p
 
 
 def _fp8_cases():
@@ -66,6 +85,9 @@ def _fp8_cases():
                   for m, k, r in FP8_SPECIAL]
         cases += [Case(f"{dt} M={m} K={k} misaligned by 1 (x, q)", _fp8_params(dt, m, k, offset=1))
                   for m, k in FP8_MISALIGNED]
+    m, k = FP8_ALONE
+    cases += [Case(f"bf16 M={m} K={k} {what}", _fp8_params("bf16", m, k, alone=(name, e)))
+              for name, e, what in misalignments(FP8_ALONE_POINTERS)]
     cases += [Case(f"{dt} M={m} K={k}", _fp8_params(dt, m, k), perf=True) for dt, m, k in FP8_PERF]
     return cases
 
@@ -77,14 +99,14 @@ def _fp8_inputs(p, gen, device="cuda"):
     if p["rows"] == "spread":
         x *= 10.0 ** (torch.rand(p["m"], 1, generator=gen, device=device) * 6 - 3)
         x[::7] = 0.0
-    return {"x": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    return {"x": offset_view(x.to(torch_dtype(p["dtype"])), pointer_offset(p, "x", p["offset"]))}
 
 
 def _fp8_outputs(p, inputs):
     import torch
 
-    return {"q": empty_like_offset((p["m"], p["k"]), torch.uint8, "cuda", p["offset"]),
-            "scales": torch.empty(p["m"], dtype=torch.float32, device="cuda")}
+    return {"q": empty_like_offset((p["m"], p["k"]), torch.uint8, "cuda", pointer_offset(p, "q", p["offset"])),
+            "scales": empty_like_offset((p["m"],), torch.float32, "cuda", pointer_offset(p, "scales"))}
 
 
 def _fp8_call(mod, p, inputs, outputs):
@@ -133,7 +155,7 @@ EXERCISES = [
             "cudaError_t gemm_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t m, "
             "int64_t n, int64_t k, cudaStream_t stream)",
         ],
-        cases=gemm_cases(GEMM_SHAPES, MISALIGNED, PERF),
+        cases=gemm_cases(GEMM_SHAPES, MISALIGNED, PERF, RASTER, (BM, BN, GROUP_M)),
         make_inputs=gemm_inputs,
         make_outputs=gemm_outputs,
         call=_gemm_call,
