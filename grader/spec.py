@@ -234,6 +234,10 @@ class Exercise:
     # the outputs are poisoned before it and sampled after it. False where a timed call redoes only a
     # part of the untimed one (Day 14's Decoder, built once, replays its last step).
     check_timed_calls: bool = True
+    # Integer inputs that place a call's random numbers (a sampler's Philox offset): each timed call gets
+    # its own value, so a right sampler draws afresh, and its draws at the timed size are tested
+    # (check/timed.py: within the support, no more repeats from one call to the next than chance).
+    call_varies: tuple[str, ...] = ()
     # True: every SM's shared memory is filled with NaN before each untimed call (check/poison.py), so
     # that a read of shared memory the kernel never wrote fails every time. Opt-in per exercise until
     # the timed runs that follow the untimed cases are measured with it for every exercise (the poison

@@ -9,6 +9,7 @@ from grader.spec import Tolerance, poison
 
 class Ex:
     inplace = ()
+    call_varies = ()
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -108,3 +109,50 @@ def test_a_distribution_output_only_has_to_be_written():
         outputs["y"].fill_(3.0)
 
     assert timed_run(fills_all, tol=Tolerance(0, 0, "", kind="distribution")) is None
+
+
+def _sampler_calls(sampler, calls=40):
+    """A sampler timed as the worker times it (check/timed.py), on the CPU: each call at its own offset."""
+    from types import SimpleNamespace
+
+    from grader.check.timed import TimedCalls
+    from grader.spec import Tolerance
+
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(64, 300, dtype=torch.float64) * 2, 1)
+    probs[:, 200:] = 0.0  # outside the nucleus
+    probs /= probs.sum(1, keepdim=True)
+    inputs = {"probs": probs.clone(), "philox_offset": 7}
+    outputs = {"tokens": torch.empty(64, dtype=torch.int64)}
+    ex = SimpleNamespace(call_varies=("philox_offset",), inplace=(),
+                         call=lambda mod, p, i, o: o["tokens"].copy_(sampler(i)))
+    contents = [({"probs": probs}, {"tokens": probs})] * 2
+    timed = TimedCalls(ex, None, {}, inputs, outputs, contents, {"tokens": Tolerance.distribution("x", alpha=1e-6)},
+                       lambda t: t.fill_(torch.iinfo(t.dtype).min))
+    for _ in range(calls):
+        timed.prepare()
+        timed.call()
+        timed.verify()
+    failure = timed.failure()
+    assert inputs["philox_offset"] == 7  # the case's own offset again for the run after the timing
+    return failure
+
+
+def test_a_sampler_is_tested_at_the_timed_size_each_call_at_its_own_offset():
+    """A right sampler draws afresh at every offset and passes; one that returns the argmax, or the same
+    draws whatever the offset, when timed repeats itself from call to call and fails."""
+    def draw(seed):
+        return lambda i: torch.multinomial(i["probs"], 1, generator=torch.Generator().manual_seed(seed(i))).squeeze(1)
+
+    assert _sampler_calls(draw(lambda i: i["philox_offset"])) is None
+    for wrong in (draw(lambda i: 3), lambda i: i["probs"].argmax(1)):
+        failure = _sampler_calls(wrong)
+        assert failure is not None and "repeat each other" in failure.message(), failure
+    # right draws, but one row's draw outside the nucleus on every timed call
+    def one_outside(i):
+        tokens = draw(lambda i: i["philox_offset"])(i)
+        tokens[5] = 299
+        return tokens
+
+    failure = _sampler_calls(one_outside)
+    assert failure is not None and "outside the nucleus" in failure.message(), failure

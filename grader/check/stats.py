@@ -70,6 +70,17 @@ def _repeat_bound(equal: int, pairs: int, q: float) -> float:
     return math.exp(-pairs * kl)
 
 
+def repeat_tail_bound(equal: int, mean: float) -> float:
+    """An upper bound on P(X >= equal) for X a sum of independent Bernoulli trials of total mean `mean`
+    (Chernoff: e^-mean (e mean / equal)^equal for equal > mean): the chance that pairs of independent
+    draws are equal this often."""
+    import math
+
+    if equal <= mean or mean <= 0:
+        return 1.0 if mean > 0 or equal == 0 else 0.0
+    return math.exp(-mean + equal * (1.0 + math.log(mean / equal)))
+
+
 def compare_distribution(name: str, draws, probs, alpha: float, pairs: tuple[int, ...] = ()) -> Comparison:
     """`draws`: integer token ids, one per row ([rows] or [rows, 1]); `probs`: [rows, vocab],
     each row the exact distribution its draw must follow. `pairs`: offsets d such that draws j and

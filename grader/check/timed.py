@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 CONTENTS = 2
 SAMPLE = 1 << 16  # elements of each output compared after each call (all of a smaller output)
+VARY_STEP = 1 << 20  # between the values of an Exercise.call_varies input in successive timed calls
 
 
 @dataclass
@@ -29,8 +30,11 @@ class TimedFailure:
     name: str  # its first wrong output
     elements: int  # wrong elements in that output's sample
     sampled: int
+    why: str = ""  # a sampler's draws while timed: what the test of them found (instead of the counts)
 
     def message(self) -> str:
+        if self.why:
+            return self.why
         return (f"{self.wrong} of {self.calls} calls made while timing gave wrong results (the first, call "
                 f"{self.first + 1}: {self.elements} of {self.sampled} sampled elements of '{self.name}' wrong "
                 "or unwritten). Between timed calls the inputs change and the outputs are filled with NaN; "
@@ -68,11 +72,16 @@ class TimedCalls:
         self.counts: list = []  # per call: a device tensor of wrong elements per expected output
         self.gen = torch.Generator(device=next(iter(outputs.values())).device).manual_seed(0x5A4D)
         self.names = list(contents[0][1])
+        self.varied = {name: inputs[name] for name in ex.call_varies}
+        # a sampler's draws of each call, per content: [(content, {output: draws})]
+        self.draws: list = []
 
     def prepare(self) -> None:
         src, _ = self.contents[self.k % len(self.contents)]
         for name, t in src.items():
             self.inputs[name].copy_(t)
+        for name, first in self.varied.items():
+            self.inputs[name] = first + (self.k + 1) * VARY_STEP
         for name, t in self.outputs.items():
             if name not in self.ex.inplace:
                 self.poison(t)
@@ -84,8 +93,13 @@ class TimedCalls:
         import torch
 
         _, expected = self.contents[self.k % len(self.contents)]
+        content = self.k % len(self.contents)
         self.k += 1
         wrong = []
+        kept = {name: self.outputs[name].reshape(-1).clone() for name in self.names
+                if self.tolerances[name].kind == "distribution" and self.varied}
+        if kept:
+            self.draws.append((content, kept))
         for name in self.names:
             tol = self.tolerances[name]
             got, exp = self.outputs[name].reshape(-1), expected[name].reshape(-1)
@@ -109,11 +123,50 @@ class TimedCalls:
         counts = torch.stack(self.counts).cpu()  # [calls, outputs]
         bad = (counts > 0).any(dim=1)
         if not bool(bad.any()):
-            return None
+            return self._draws_failure()
         first = int(bad.nonzero()[0, 0])
         j = int((counts[first] > 0).nonzero()[0, 0])
         sampled = min(SAMPLE, self.outputs[self.names[j]].numel())
         return TimedFailure(len(self.counts), int(bad.sum()), first, self.names[j], int(counts[first, j]), sampled)
+
+
+    def _draws_failure(self) -> TimedFailure | None:
+        """A sampler's draws while timed (each call at its own offset): within the support, and no more
+        equal to the previous call's draws of the same row (same content) than fresh draws would be."""
+        import torch
+
+        from .stats import repeat_tail_bound
+
+        for name, first in self.varied.items():
+            self.inputs[name] = first  # (the run after the timing calls at the case's own offset)
+        for name in {n for _, kept in self.draws for n in kept}:
+            alpha = self.tolerances[name].alpha
+            for content, (_, expected) in enumerate(self.contents):
+                runs = [kept[name] for c, kept in self.draws if c == content and name in kept]
+                if len(runs) < 2:
+                    continue
+                probs = expected[name].to(runs[0].device, dtype=torch.float64)  # [rows, vocab]
+                draws = torch.stack(runs)  # [calls, rows]
+                p_drawn = probs.gather(1, draws.clamp(0, probs.shape[1] - 1).t()).t()
+                outside = ((draws < 0) | (draws >= probs.shape[1]) | (p_drawn <= 0)).sum().item()
+                if outside:
+                    return TimedFailure(self.k, len(runs), 0, name, int(outside), draws.numel(),
+                                        f"{int(outside)} of {draws.numel()} draws made while timing fall outside the "
+                                        "nucleus (tokens of probability 0 after top-p): the timed calls must "
+                                        "sample as the judged ones do")
+                pairs = draws[: len(runs) // 2 * 2].view(-1, 2, draws.shape[1])  # disjoint pairs of calls
+                equal = int((pairs[:, 0] == pairs[:, 1]).sum().item())
+                mean = float((probs ** 2).sum(1).sum().item()) * pairs.shape[0]  # sum over pair-rows of sum p^2
+                bound = repeat_tail_bound(equal, mean)
+                if bound < alpha:
+                    n = pairs.shape[0] * pairs.shape[2]
+                    return TimedFailure(self.k, len(runs), 0, name, equal, n,
+                                        f"the draws of calls made while timing repeat each other: {equal} of {n} "
+                                        f"row draws equal the same row's draw in the previous call on the same inputs, where "
+                                        f"fresh draws are equal about {mean:.0f} times (p <= {bound:.2g} < {alpha:g}); each "
+                                        "timed call had its own offset: does the sampler draw afresh at every "
+                                        "offset, at this size too?")
+        return None
 
 
 def _wrong(got, exp, tol):

@@ -260,6 +260,7 @@ EXERCISES = [
         target_note="FlashInfer's sort-free top_p_sampling_from_probs measured 26x on the course's H200 "
                     "(90 us vs 2.3 ms for 128 x 128k)",
         repeatable=True,
+        call_varies=("philox_offset",),
         # The timed case is the model-sized call (66 MB, past the L2 once the grader flushed it); a
         # sampler reads it one to three times: its speed is in the rounds, not in a bandwidth.
         min_timed_bytes=4 * PERF[0] * PERF[1],
