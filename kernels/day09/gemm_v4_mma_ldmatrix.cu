@@ -5,8 +5,8 @@
 // bytes one 8 x 8 tile reads fall into only 2 of the 8 groups of 4 banks: 4-way conflicts (ncu
 // shows them; v5 removes them). Napkin math at 4096^3: 137 GFLOP; fewer, wider shared loads.
 //
-// The tile shape, the staging, the ldmatrix loop and the store are course/mma_versions.cuh's
-// (shared with v3 and v5): ldmatrix_gemm<Plain>, read there.
+// The tile shape, the staging and the store are course/mma_versions.cuh's (shared with v3 and v5);
+// the k loop below is v3's with its 16 LDS replaced by 4 ldmatrix.x4.
 #include "course/mma_versions.cuh"
 
 namespace {
@@ -15,7 +15,40 @@ namespace mv = course::mma_versions;
 __global__ void __launch_bounds__(mv::THREADS)
     gemm_mma_ldmatrix_kernel(__nv_bfloat16* __restrict__ c, const __nv_bfloat16* __restrict__ a,
                             const __nv_bfloat16* __restrict__ b, int64_t n, int64_t k) {
-  mv::ldmatrix_gemm<mv::Plain>(c, a, b, n, k);  // plain 64-byte rows
+  using Layout = mv::Plain;  // plain 64-byte rows: v5 changes only this
+  __shared__ __align__(16) uint32_t a_s[mv::TILE][mv::BK / 2];  // (m, k / 2): two bf16 per word
+  __shared__ __align__(16) uint32_t b_s[mv::TILE][mv::BK / 2];  // (n, k / 2)
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * mv::TILE, n0 = static_cast<int64_t>(blockIdx.x) * mv::TILE;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / 2 * 32, wn = warp % 2 * 32;  // this warp's 32 x 32
+  float acc[2][4][4] = {};                          // (m16 tiles, n8 tiles, C fragment)
+  for (int64_t k0 = 0; k0 < k; k0 += mv::BK) {
+    mv::stage_tiles<Layout>(a_s, b_s, a, b, m0, n0, k, k0);
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < mv::BK; kk += 16) {
+      uint32_t af[2][4], bf[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // lanes 0-15: rows 0-15 at k kk, lanes 16-31: at kk + 8 -> a[0..3]
+        const int row = wm + 16 * i + lane % 16;
+        course::ldmatrix_x4(af[i], &a_s[row][Layout::word(row, kk / 8 + lane / 16)]);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // tiles (n 0-7 | 8-15) x (k kk | kk + 8) -> b[0..1] of n8 tiles 2j, 2j+1
+        const int row = wn + 16 * j + lane % 8 + lane / 16 * 8;
+        course::ldmatrix_x4(bf[j], &b_s[row][Layout::word(row, kk / 8 + lane / 8 % 2)]);
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const uint32_t bt[2] = {bf[t / 2][t % 2 * 2], bf[t / 2][t % 2 * 2 + 1]};
+          course::mma_m16n8k16<__nv_bfloat16>(acc[i][t], af[i], bt);
+        }
+    }
+    __syncthreads();
+  }
+  mv::store_warp_tile(c, acc, m0, n0, wm, wn, n, lane);
 }
 
 }  // namespace

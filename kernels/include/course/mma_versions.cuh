@@ -2,7 +2,8 @@
 // pieces they share, so that each version's file holds what it adds (as Day 10's versions share
 // course/gemm_versions.cuh): a 64 x 64 block tile of 4 warps of 32 x 32, K staged 32 at a time as
 // rows of 16 words (two bf16 each) in one shared buffer per operand; the staged layouts (plain
-// rows, v5's swizzle); the store of a warp's 2 x 4 accumulator tiles; v4 and v5's ldmatrix loop.
+// rows, v5's swizzle); the store of a warp's 2 x 4 accumulator tiles. Each version's k loop is in
+// its own file.
 //
 //   a [M, K], b [N, K], c [M, N]   bf16; M, N multiples of 64, K a multiple of 32
 #pragma once
@@ -50,45 +51,6 @@ __device__ __forceinline__ void store_warp_tile(__nv_bfloat16* c, const float (&
       *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack2<__nv_bfloat16>(acc[i][t][2], acc[i][t][3]);
     }
   }
-}
-
-// v4 and v5: the fragments of every k step with ldmatrix.x4 from the layout `Layout`, then 8 mma.
-template <class Layout>
-__device__ __forceinline__ void ldmatrix_gemm(__nv_bfloat16* __restrict__ c, const __nv_bfloat16* __restrict__ a,
-                                              const __nv_bfloat16* __restrict__ b, int64_t n, int64_t k) {
-  __shared__ __align__(16) uint32_t a_s[TILE][BK / 2];  // (m, k / 2): two bf16 per word
-  __shared__ __align__(16) uint32_t b_s[TILE][BK / 2];  // (n, k / 2)
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * TILE, n0 = static_cast<int64_t>(blockIdx.x) * TILE;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp / 2 * 32, wn = warp % 2 * 32;  // this warp's 32 x 32
-  float acc[2][4][4] = {};                           // (m16 tiles, n8 tiles, C fragment)
-  for (int64_t k0 = 0; k0 < k; k0 += BK) {
-    stage_tiles<Layout>(a_s, b_s, a, b, m0, n0, k, k0);
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      uint32_t af[2][4], bf[2][4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {  // lanes 0-15: rows 0-15 at k kk, lanes 16-31: at kk + 8 -> a[0..3]
-        const int row = wm + 16 * i + lane % 16;
-        ldmatrix_x4(af[i], &a_s[row][Layout::word(row, kk / 8 + lane / 16)]);
-      }
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {  // tiles (n 0-7 | 8-15) x (k kk | kk + 8) -> b[0..1] of n8 tiles 2j, 2j+1
-        const int row = wn + 16 * j + lane % 8 + lane / 16 * 8;
-        ldmatrix_x4(bf[j], &b_s[row][Layout::word(row, kk / 8 + lane / 8 % 2)]);
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const uint32_t bt[2] = {bf[t / 2][t % 2 * 2], bf[t / 2][t % 2 * 2 + 1]};
-          mma_m16n8k16<__nv_bfloat16>(acc[i][t], af[i], bt);
-        }
-    }
-    __syncthreads();
-  }
-  store_warp_tile(c, acc, m0, n0, wm, wn, n, lane);
 }
 
 // The launchers' check: shapes multiples of the tiles, A and B 16-byte aligned, C 4-byte aligned.
