@@ -9,8 +9,8 @@
 // Napkin math at 4096^3: 137 GFLOP; mma.sync's ceiling on an H200 is ~636 TFLOP/s (0.22 ms).
 // Expect well under half of that: every K tile waits for global memory with the tensor cores idle.
 //
-// The tile shape, the staged loop and the store are course/gemm_versions.cuh's (shared with v2-v4):
-// staged_gemm<Plain>, read there.
+// The tile shape, the fragments of a k step (load_fragments), its mma (mma_step) and the store are
+// course/gemm_versions.cuh's (shared with v2-v4); the loop over K tiles is below.
 #include "course/gemm_versions.cuh"
 
 namespace {
@@ -19,7 +19,35 @@ namespace gv = course::gemm_versions;
 __global__ void __launch_bounds__(gv::THREADS, 1)
     gemm_register_tiling_kernel(__nv_bfloat16* __restrict__ c, const __nv_bfloat16* __restrict__ a,
                                 const __nv_bfloat16* __restrict__ b, int64_t n, int64_t k) {
-  gv::staged_gemm<gv::Plain>(c, a, b, n, k);  // unswizzled 64-byte rows
+  using Layout = gv::Plain;  // unswizzled 64-byte rows: v2 changes only this
+  __shared__ __align__(128) uint4 a_s[gv::BM * gv::CH];  // (BM, BK) as 16-byte chunks: 8 KB
+  __shared__ __align__(128) uint4 b_s[gv::BN * gv::CH];  // (BN, BK): 16 KB
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * gv::BM, n0 = static_cast<int64_t>(blockIdx.x) * gv::BN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / gv::WARPS_N * gv::WM, wn = warp % gv::WARPS_N * gv::WN;  // this warp's 64 x 64
+  float acc[gv::MT][gv::NT][4] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += gv::BK) {
+    // Consecutive threads copy consecutive chunks of a row: a warp reads 8 rows x 64 bytes.
+#pragma unroll
+    for (int i = 0; i < gv::A_LOADS; ++i) {
+      const int v = threadIdx.x + i * gv::THREADS, row = v / gv::CH, ch = v % gv::CH;
+      a_s[Layout::slot(row, ch)] = *reinterpret_cast<const uint4*>(a + (m0 + row) * k + k0 + ch * 8);
+    }
+#pragma unroll
+    for (int i = 0; i < gv::B_LOADS; ++i) {
+      const int v = threadIdx.x + i * gv::THREADS, row = v / gv::CH, ch = v % gv::CH;
+      b_s[Layout::slot(row, ch)] = *reinterpret_cast<const uint4*>(b + (n0 + row) * k + k0 + ch * 8);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < gv::KSTEPS; ++ks) {  // per k step of 16: 4 + 4 ldmatrix.x4, then 32 mma
+      uint32_t af[gv::MT][4], bf[gv::NT / 2][4];
+      gv::load_fragments<Layout>(af, bf, a_s, b_s, wm, wn, lane, ks);
+      gv::mma_step(acc, af, bf);
+    }
+    __syncthreads();  // every warp done reading before the next tile is stored
+  }
+  gv::store_warp_tile(c, acc, m0, n0, wm, wn, n, lane);
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 // Napkin math at 4096^3: 137 GFLOP; ldmatrix now takes 1 pass per 8 x 8 tile instead of 4, so the
 // shared-memory reads per mma shrink 4x; the idle tensor cores during each K tile's loads remain.
 //
-// The swizzle is course/gemm_versions.cuh's Swizzled::slot (v3 and v4 keep it); the tile shape, the
-// staged loop and the store are shared with v1: staged_gemm<Swizzled>, read there.
+// The swizzle is course/gemm_versions.cuh's Swizzled::slot (v3 and v4 keep it). The loop below is v1's,
+// line for line: only `Layout` differs.
 #include "course/gemm_versions.cuh"
 
 namespace {
@@ -17,7 +17,35 @@ namespace gv = course::gemm_versions;
 __global__ void __launch_bounds__(gv::THREADS, 1)
     gemm_swizzled_kernel(__nv_bfloat16* __restrict__ c, const __nv_bfloat16* __restrict__ a,
                          const __nv_bfloat16* __restrict__ b, int64_t n, int64_t k) {
-  gv::staged_gemm<gv::Swizzled>(c, a, b, n, k);  // chunk c of row r at c ^ ((r / 2) % 4)
+  using Layout = gv::Swizzled;  // chunk c of row r at c ^ ((r / 2) % 4)
+  __shared__ __align__(128) uint4 a_s[gv::BM * gv::CH];  // (BM, BK) as 16-byte chunks: 8 KB
+  __shared__ __align__(128) uint4 b_s[gv::BN * gv::CH];  // (BN, BK): 16 KB
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * gv::BM, n0 = static_cast<int64_t>(blockIdx.x) * gv::BN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / gv::WARPS_N * gv::WM, wn = warp % gv::WARPS_N * gv::WN;  // this warp's 64 x 64
+  float acc[gv::MT][gv::NT][4] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += gv::BK) {
+    // Consecutive threads copy consecutive chunks of a row: a warp reads 8 rows x 64 bytes.
+#pragma unroll
+    for (int i = 0; i < gv::A_LOADS; ++i) {
+      const int v = threadIdx.x + i * gv::THREADS, row = v / gv::CH, ch = v % gv::CH;
+      a_s[Layout::slot(row, ch)] = *reinterpret_cast<const uint4*>(a + (m0 + row) * k + k0 + ch * 8);
+    }
+#pragma unroll
+    for (int i = 0; i < gv::B_LOADS; ++i) {
+      const int v = threadIdx.x + i * gv::THREADS, row = v / gv::CH, ch = v % gv::CH;
+      b_s[Layout::slot(row, ch)] = *reinterpret_cast<const uint4*>(b + (n0 + row) * k + k0 + ch * 8);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < gv::KSTEPS; ++ks) {  // per k step of 16: 4 + 4 ldmatrix.x4, then 32 mma
+      uint32_t af[gv::MT][4], bf[gv::NT / 2][4];
+      gv::load_fragments<Layout>(af, bf, a_s, b_s, wm, wn, lane, ks);
+      gv::mma_step(acc, af, bf);
+    }
+    __syncthreads();  // every warp done reading before the next tile is stored
+  }
+  gv::store_warp_tile(c, acc, m0, n0, wm, wn, n, lane);
 }
 
 }  // namespace

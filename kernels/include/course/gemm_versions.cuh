@@ -3,7 +3,7 @@
 // course/skinny_versions.cuh): the 128 x 256 block tile of 8 warps of 64 x 64, the staged layouts
 // (v1's plain rows, v2's swizzle), one k step's ldmatrix fragments and mma, the copy of a K tile
 // into a cp.async ring stage (v3, v4), the store of a warp's accumulators (v1-v3) and the launchers'
-// argument check.
+// argument check. Each version's main loop is in its own file.
 //
 //   a [M, K], b [N, K], c [M, N]   bf16; M a multiple of 128, N of 256, K of 32; 16-byte aligned
 #pragma once
@@ -103,36 +103,6 @@ __device__ __forceinline__ void store_warp_tile(__nv_bfloat16* c, const float (&
       *reinterpret_cast<uint32_t*>(dst) = pack2<__nv_bfloat16>(acc[i][j][0], acc[i][j][1]);
       *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack2<__nv_bfloat16>(acc[i][j][2], acc[i][j][3]);
     }
-}
-
-// v1 and v2's loop: each K tile loaded through registers (16-byte loads) into one shared buffer per
-// operand laid out by `Layout`, a barrier, the k steps, a barrier before the next tile is stored.
-template <class Layout>
-__device__ __forceinline__ void staged_gemm(__nv_bfloat16* __restrict__ c, const __nv_bfloat16* __restrict__ a,
-                                            const __nv_bfloat16* __restrict__ b, int64_t n, int64_t k) {
-  __shared__ __align__(128) uint4 a_s[BM * CH];  // (BM, BK) as 16-byte chunks: 8 KB
-  __shared__ __align__(128) uint4 b_s[BN * CH];  // (BN, BK): 16 KB
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * BM, n0 = static_cast<int64_t>(blockIdx.x) * BN;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp / WARPS_N * WM, wn = warp % WARPS_N * WN;  // this warp's 64 x 64
-  float acc[MT][NT][4] = {};
-  for (int64_t k0 = 0; k0 < k; k0 += BK) {
-    // Consecutive threads copy consecutive chunks of a row: a warp reads 8 rows x 64 bytes.
-#pragma unroll
-    for (int i = 0; i < A_LOADS; ++i) {
-      const int v = threadIdx.x + i * THREADS, row = v / CH, ch = v % CH;
-      a_s[Layout::slot(row, ch)] = *reinterpret_cast<const uint4*>(a + (m0 + row) * k + k0 + ch * 8);
-    }
-#pragma unroll
-    for (int i = 0; i < B_LOADS; ++i) {
-      const int v = threadIdx.x + i * THREADS, row = v / CH, ch = v % CH;
-      b_s[Layout::slot(row, ch)] = *reinterpret_cast<const uint4*>(b + (n0 + row) * k + k0 + ch * 8);
-    }
-    __syncthreads();
-    mma_tile<Layout>(acc, a_s, b_s, wm, wn, lane);
-    __syncthreads();  // every warp done reading before the next tile is stored
-  }
-  store_warp_tile(c, acc, m0, n0, wm, wn, n, lane);
 }
 
 // The launchers' check: shapes multiples of the block tile, A and B 16-byte aligned, C aligned to
