@@ -350,9 +350,8 @@ def _python_reach(tree, path: str) -> list[str]:
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            via_library = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) \
-                and func.value.attr == "library" or isinstance(func, ast.Attribute) and \
-                isinstance(func.value, ast.Name) and func.value.id == "library"
+            owner = func.value if isinstance(func, ast.Attribute) else None  # torch.library.impl, library.impl
+            via_library = "library" in (getattr(owner, "attr", None), getattr(owner, "id", None))
             if name in PY_LIBRARY_CALLS and (via_library or name in modules):
                 first = node.args[0] if node.args else None
                 ok = isinstance(first, ast.Constant) and isinstance(first.value, str) \

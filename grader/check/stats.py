@@ -57,10 +57,12 @@ def _furthest_off(counts, expected):
     return int(terms.argmax())
 
 
-def _repeat_bound(equal: int, pairs: int, q: float) -> float:
-    """An upper bound on P(X >= equal) for X ~ Binomial(pairs, q) (Chernoff: exp(-n KL(equal / n || q))):
-    the chance that independent pairs, each equal with probability q, are equal this often. A bound, so
-    a test that fails below its level fails a right sampler less often than the level says."""
+def repeat_bound(equal: int, pairs: int, q: float) -> float:
+    """An upper bound on P(X >= equal) for X the number of equal pairs among `pairs` independent ones,
+    each equal with probability q on average (Chernoff-Hoeffding: exp(-n KL(equal / n || q)), which holds
+    for a sum of Bernoulli trials of mean q as for a binomial): the chance that independent draws are
+    equal this often. A bound, so a test that fails below its level fails a right sampler less often
+    than the level says."""
     import math
 
     if pairs == 0 or equal <= q * pairs:
@@ -68,17 +70,6 @@ def _repeat_bound(equal: int, pairs: int, q: float) -> float:
     a = equal / pairs
     kl = a * math.log(a / q) + ((1 - a) * math.log((1 - a) / (1 - q)) if a < 1 else 0.0)
     return math.exp(-pairs * kl)
-
-
-def repeat_tail_bound(equal: int, mean: float) -> float:
-    """An upper bound on P(X >= equal) for X a sum of independent Bernoulli trials of total mean `mean`
-    (Chernoff: e^-mean (e mean / equal)^equal for equal > mean): the chance that pairs of independent
-    draws are equal this often."""
-    import math
-
-    if equal <= mean or mean <= 0:
-        return 1.0 if mean > 0 or equal == 0 else 0.0
-    return math.exp(-mean + equal * (1.0 + math.log(mean / equal)))
 
 
 def compare_distribution(name: str, draws, probs, alpha: float, pairs: tuple[int, ...] = ()) -> Comparison:
@@ -159,7 +150,7 @@ def _repeats(draws, group, uniq, pairs, level) -> list[str]:
             mine = group[j] == g
             n, e = int(mine.sum()), int((equal & mine).sum())
             q = float((uniq[g] ** 2).sum())
-            bound = _repeat_bound(e, n, q)
+            bound = repeat_bound(e, n, q)
             if bound < level:
                 what = "the next row's draw" if d == 1 else f"the draw {d} rows on (the next call's, same row)"
                 found.append(f"distribution {g}: {e} of {n} draws equal {what}, where independent draws are equal "

@@ -118,6 +118,8 @@ class TimedCalls:
         """The calls whose sample was wrong, or None (reads the counts: after the timing)."""
         import torch
 
+        for name, first in self.varied.items():
+            self.inputs[name] = first  # the run after the timing calls at the case's own offset again
         if not self.counts:
             return None
         counts = torch.stack(self.counts).cpu()  # [calls, outputs]
@@ -129,16 +131,13 @@ class TimedCalls:
         sampled = min(SAMPLE, self.outputs[self.names[j]].numel())
         return TimedFailure(len(self.counts), int(bad.sum()), first, self.names[j], int(counts[first, j]), sampled)
 
-
     def _draws_failure(self) -> TimedFailure | None:
         """A sampler's draws while timed (each call at its own offset): within the support, and no more
         equal to the previous call's draws of the same row (same content) than fresh draws would be."""
         import torch
 
-        from .stats import repeat_tail_bound
+        from .stats import repeat_bound
 
-        for name, first in self.varied.items():
-            self.inputs[name] = first  # (the run after the timing calls at the case's own offset)
         for name in {n for _, kept in self.draws for n in kept}:
             alpha = self.tolerances[name].alpha
             for content, (_, expected) in enumerate(self.contents):
@@ -156,10 +155,10 @@ class TimedCalls:
                                         "sample as the judged ones do")
                 pairs = draws[: len(runs) // 2 * 2].view(-1, 2, draws.shape[1])  # disjoint pairs of calls
                 equal = int((pairs[:, 0] == pairs[:, 1]).sum().item())
+                n = pairs.shape[0] * pairs.shape[2]
                 mean = float((probs ** 2).sum(1).sum().item()) * pairs.shape[0]  # sum over pair-rows of sum p^2
-                bound = repeat_tail_bound(equal, mean)
+                bound = repeat_bound(equal, n, mean / n)
                 if bound < alpha:
-                    n = pairs.shape[0] * pairs.shape[2]
                     return TimedFailure(self.k, len(runs), 0, name, equal, n,
                                         f"the draws of calls made while timing repeat each other: {equal} of {n} "
                                         f"row draws equal the same row's draw in the previous call on the same inputs, where "
