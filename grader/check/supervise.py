@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import config, toolchain
 from ..spec import Exercise
-from . import sandbox
+from . import judge, sandbox
 from .gate import GpuGate, Supervised, _write, calling_for
 from .result import Result
 
@@ -345,7 +345,10 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                   "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
                   "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
                   "max_case_bytes": sanitize_max_bytes(opts),
-                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept}
+                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept,
+                  # a Python module's outputs, judged after it in a process of their own (judge.py)
+                  "handover": (str(Path(tmp) / judge.HANDOVER) if ex.learner_file == "python" and not prep.cpu_only
+                               and not opts.sanitize and part != "launches" else None)}
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
@@ -460,6 +463,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                 result.add("correctness", running or "run", "fail", why + (f"\n{tail}" if tail else ""))
         if opts.sanitize and not timed_out:
             _sanitizer_report(opts.sanitize, log.read_text(errors="replace"), result)
+        if done and worker_config["handover"]:
+            judge.judge_apart(ex, opts, worker_config, result)
         return done
 
 

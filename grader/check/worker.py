@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import config
 from .gate import WorkerGate, _write
+from .judge import untimed_cases
 from .ptx import spin
 
 
@@ -75,9 +76,10 @@ def load_submission(ex, cfg):
     return build.load_built(cfg["module_dir"], cfg["module_name"])
 
 
-def run_case(ex, mod, case, seed, poison: bool = True):
+def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
     """One correctness run (after `poison`ing shared memory where the exercise asks: not before a
-    timing). Returns (ok, message, outputs, inputs, expected, before)."""
+    timing). Returns (ok, message, outputs, inputs, expected, before). `handover`: (folder, case index,
+    seed label) where the outputs go for the separate judge (judge.py), right after the call."""
     import torch
 
     p = case.params
@@ -87,13 +89,17 @@ def run_case(ex, mod, case, seed, poison: bool = True):
     expected = ex.reference(p, inputs)  # computed before the kernel can touch the inputs
     outputs = _fresh_outputs(ex, p, inputs)
     _graded_call(ex, mod, p, inputs, outputs, poison)
+    if handover is not None:
+        from .judge import hand_over
+
+        hand_over(*handover, {name: outputs[name] for name in expected})
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if ok and ex.repeatable:
         ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg, poison)
     return ok, msg, outputs, inputs, expected, before
 
 
-def _case_run(ex, mod, case, seed, gate) -> tuple[bool, str]:
+def _case_run(ex, mod, case, seed, gate, handover=None) -> tuple[bool, str]:
     """run_case in a stretch of GPU work; once more after CUDA ran out of memory, this process's cached
     blocks given back first and config.OUT_OF_MEMORY_WAIT_S waited: beside other gradings on its GPU
     (class grading's lanes, the self-test's checks: up to 20 processes on one GPU) theirs may have held
@@ -103,14 +109,14 @@ def _case_run(ex, mod, case, seed, gate) -> tuple[bool, str]:
 
     try:
         with gate.busy():
-            return tuple(run_case(ex, mod, case, seed)[:2])
+            return tuple(run_case(ex, mod, case, seed, handover=handover)[:2])
     except torch.cuda.OutOfMemoryError:
         pass
     release_case_memory(0)
     time.sleep(config.OUT_OF_MEMORY_WAIT_S)
     try:
         with gate.busy():
-            return tuple(run_case(ex, mod, case, seed)[:2])
+            return tuple(run_case(ex, mod, case, seed, handover=handover)[:2])
     except torch.cuda.OutOfMemoryError as e:
         raise RuntimeError(f"CUDA out of memory, and again after {config.OUT_OF_MEMORY_WAIT_S:g} s with this "
                            f"process's cached memory given back (other processes on the GPU may hold it): "
@@ -227,14 +233,14 @@ def _tolerances(ex, p, names):
     return tol if isinstance(tol, dict) else {name: tol for name in names}
 
 
-def _judge(ex, p, inputs, before, outputs, expected):
-    from .compare import compare, unchanged
-    from .guard import damage
+def compare_outputs(ex, p, outputs, expected) -> tuple[list[str], list[str]]:
+    """Each expected output against the exercise's tolerance: (problems, notes).
+    Also the separate judge's comparison (judge.py)."""
+    from .compare import compare
     from .stats import compare_distribution
 
     tols = _tolerances(ex, p, expected)
     problems, notes = [], []
-    worst = 0.0
     for name, exp in expected.items():
         tol = tols[name]
         if tol.kind == "distribution":
@@ -243,11 +249,18 @@ def _judge(ex, p, inputs, before, outputs, expected):
         else:
             exact = tol.kind == "exact"
             c = compare(name, outputs[name], exp, 0.0 if exact else tol.rtol, 0.0 if exact else tol.atol)
-            worst = max(worst, c.max_abs_err)
             notes.append(f"{name} exact" if exact else
                          f"{name} max abs err {c.max_abs_err:.2g} (rtol {tol.rtol:g}, atol {tol.atol:g})")
         if not c.ok:
             problems.append(c.message())
+    return problems, notes
+
+
+def _judge(ex, p, inputs, before, outputs, expected):
+    from .compare import unchanged
+    from .guard import damage
+
+    problems, notes = compare_outputs(ex, p, outputs, expected)
     for name, b in before.items():
         if name in ex.inplace:
             continue
@@ -641,9 +654,10 @@ def main(cfg: dict) -> int:
     seeds = cfg["seeds"]
     small = cfg.get("max_case_bytes")
     part = cfg.get("part", "all")  # "no launches" and "launches": two processes share the work
-    untimed = [c for c in ex.cases if not c.perf and not (small and ex.case_bytes(c.params) > small)]
+    untimed = untimed_cases(ex, small)
     if part == "launches":
         untimed = []
+    handover = cfg.get("handover")  # a Python module's outputs, for the judge apart (judge.py)
     profiling = part != "no launches" and not small and ex.learner_file != "python"
     # (a pause while the module loaded is part of the process's start, not of the first phase)
     t_phase, paused_before, waited_before = time.perf_counter(), gate.paused_s, gate.waited_s
@@ -658,13 +672,13 @@ def main(cfg: dict) -> int:
             emit(event="phase", name=PAUSED_PHASE, seconds=paused)
         t_phase, paused_before, waited_before = now, gate.paused_s, gate.waited_s
 
-    for case in untimed:
+    for index, case in untimed:
         emit(event="start", name=case.label)
         result = None
         gate.slowest_call = 0.0  # this case's slowest call, against the limit on one (config.RUN_LIMIT_S)
         for label, seed in seeds:
             try:
-                ok, msg = _case_run(ex, mod, case, seed, gate)
+                ok, msg = _case_run(ex, mod, case, seed, gate, handover and (handover, index, label))
             except Exception as e:
                 ok, msg = False, _short_error(e)
                 if not _cuda_alive():
@@ -683,7 +697,7 @@ def main(cfg: dict) -> int:
         phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
     if untimed and not small:
         with gate.busy():
-            alive = stream_case(ex, mod, untimed, seeds[0][1], emit)
+            alive = stream_case(ex, mod, [c for _, c in untimed], seeds[0][1], emit)
         if not alive:
             return 1
         phase("side stream")

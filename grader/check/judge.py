@@ -1,0 +1,166 @@
+"""A Python-module submission's outputs judged in a process its code never ran in.
+
+A learner's module runs inside the grading process (worker.py) and can reach what that process
+uses: torch's functions, the comparison, the results it writes. So for such an exercise the worker
+also hands over each case's outputs as tensors (a file per case and seed in its folder), and after it
+ends this process, started by the check (supervise.run_worker), makes each case's inputs again from
+its seed, computes the reference and compares, with nothing of the submission's loaded. Its verdict
+is a correctness check of its own: the worker's word is not needed for it, and cannot overrule it.
+
+Run as `python -m grader.check.judge CONFIG.json`: CONFIG names the exercise, the folder handed
+over, the (case, seed) runs to judge and the file to write the verdict to.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from .. import toolchain
+from .gate import GpuGate
+
+HANDOVER = "handover"  # the folder, in the grading process's own, where it writes each run's outputs
+MAX_FILE_BYTES = 2 << 30  # a handed-over file larger than this is refused unread
+NAME = "outputs judged apart"  # the check's row
+
+
+def untimed_cases(ex, max_case_bytes: int | None = None) -> list:
+    """(index in ex.cases, case) of the cases a grading process runs for correctness: every untimed one,
+    only those up to `max_case_bytes` where it is given (the small cases, under compute-sanitizer)."""
+    return [(i, c) for i, c in enumerate(ex.cases)
+            if not c.perf and not (max_case_bytes and ex.case_bytes(c.params) > max_case_bytes)]
+
+
+def handover_file(folder: str | Path, case_index: int, seed_label) -> Path:
+    return Path(folder) / f"case{case_index}-seed-{seed_label}.pt"
+
+
+def hand_over(folder: str | Path, case_index: int, seed_label, outputs: dict) -> None:
+    """The worker's side: one run's outputs, copied to the host, into the handover folder."""
+    import torch
+
+    Path(folder).mkdir(exist_ok=True)
+    torch.save({name: t.detach().cpu() for name, t in outputs.items()}, handover_file(folder, case_index, seed_label))
+
+
+def load_handed(path: Path, device: str) -> dict:
+    """A handed-over file as {name: tensor}, or ValueError saying why it cannot be one. Written by the
+    submission's process, so read as data alone (torch.load's weights_only: no code runs) and only if it
+    is a plain file of a sane size."""
+    import torch
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise ValueError("no outputs were handed over for this run") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+        raise ValueError("what was handed over for this run is not a plain file of outputs")
+    try:
+        data = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # (anything torch cannot read as tensors)
+        raise ValueError(f"the outputs handed over could not be read as tensors ({type(e).__name__})") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in data.items()):
+        raise ValueError("the outputs handed over are not a dict of named tensors")
+    return data
+
+
+def judge_run(ex, case, seed: int, handed: dict, device: str = "cuda") -> tuple[bool, str]:
+    """One run judged: the case's inputs made again from `seed`, the reference computed here, and the
+    outputs handed over compared with it under the exercise's tolerance."""
+    import torch
+
+    from .worker import compare_outputs
+
+    p = case.params
+    gen = torch.Generator(device=device).manual_seed(seed)
+    inputs = ex.make_inputs(p, gen)
+    expected = ex.reference(p, inputs)
+    made = ex.make_outputs(p, inputs)  # (what the outputs are: their shapes and types)
+    wrong = []
+    for name, exp in expected.items():
+        got = handed.get(name)
+        if got is None or got.shape != made[name].shape or got.dtype != made[name].dtype:
+            wrong.append(f"{name}: not handed over as the output it is ({tuple(made[name].shape)}, {made[name].dtype})")
+    if wrong:
+        return False, " | ".join(wrong)
+    problems, notes = compare_outputs(ex, p, handed, expected)
+    return (False, " | ".join(problems)) if problems else (True, "; ".join(notes))
+
+
+def judge_all(ex, runs: list, folder: str | Path, device: str = "cuda") -> dict:
+    """Every (case index, seed label, seed) in `runs` judged from its file in `folder`: {"judged": n,
+    "problems": [...]} (the first problem of each case, in case order)."""
+    problems, judged = [], 0
+    failed_cases = set()
+    for index, label, seed in runs:
+        if index in failed_cases:
+            continue
+        case = ex.cases[index]
+        try:
+            ok, msg = judge_run(ex, case, seed, load_handed(handover_file(folder, index, label), device), device)
+        except ValueError as e:
+            ok, msg = False, str(e)
+        judged += 1
+        if not ok:
+            failed_cases.add(index)
+            problems.append(f"{case.label}, seed {label}: {msg}")
+    return {"judged": judged, "problems": problems}
+
+
+def judge_apart(ex, opts, worker_config: dict, result) -> None:
+    """After a grading process that got to its end: every run of every untimed case it did not itself
+    fail, judged here in a process of its own (the GPU's gate held meanwhile, as a process that cannot
+    pause holds it). Its row: pass, or the first problem of each case."""
+    failed = {i.name for i in result.items if i.group == "correctness" and i.status == "fail"}
+    runs = [[index, label, seed] for index, case in untimed_cases(ex, worker_config["max_case_bytes"])
+            if case.label not in failed for label, seed in worker_config["seeds"]]
+    if not runs:
+        return
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="grader-judge-") as own:
+        cfg, verdict, log = Path(own) / "config.json", Path(own) / "verdict.json", Path(own) / "output.log"
+        cfg.write_text(json.dumps({"exercise": ex.id, "folder": worker_config["handover"], "runs": runs,
+                                   "verdict": str(verdict)}), encoding="utf-8")
+        limit = opts.timeout or ex.timeout_s
+        why = None
+        # (its own empty folder as the working directory: the handed-over folder is on no import path)
+        with GpuGate(opts.gate).holding(own) if opts.gate else nullcontext(), open(log, "wb") as f:
+            try:
+                rc = subprocess.run([sys.executable, "-m", "grader.check.judge", str(cfg)], cwd=own, stdout=f,
+                                    stderr=subprocess.STDOUT, env=toolchain.grading_env(opts.runtime_root),
+                                    timeout=limit).returncode
+            except subprocess.TimeoutExpired:
+                rc, why = None, f"the judge did not finish within {limit:g} s"
+        if why is None and (rc != 0 or not verdict.exists()):
+            why = f"the judge failed (exit code {rc}): " + log.read_text(errors="replace")[-500:].strip()
+        got = json.loads(verdict.read_text(encoding="utf-8")) if why is None else None
+    result.add_time("outputs judged apart", time.perf_counter() - t0)
+    if got is None:
+        result.add("correctness", NAME, "fail", why)
+    elif got["problems"]:
+        result.add("correctness", NAME, "fail", "; ".join(got["problems"])[:2000])
+    else:
+        cases = len({index for index, _, _ in runs})
+        result.add("correctness", NAME, "pass",
+                   f"{cases} cases x {len(worker_config['seeds'])} seeds: the outputs your code handed over "
+                   f"match the reference computed in a process your code never ran in")
+
+
+def main(config_path: str) -> int:
+    cfg = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    from .. import exercises
+
+    ex = exercises.get(cfg["exercise"])
+    verdict = judge_all(ex, cfg["runs"], cfg["folder"])
+    Path(cfg["verdict"]).write_text(json.dumps(verdict), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
