@@ -27,8 +27,9 @@ SANITIZE_MAX_BYTES = {"memcheck": 4 << 20, "racecheck": 1 << 20}
 # (racecheck only where the SASS has shared memory or barriers); cached per build.
 CLASS_SANITIZERS = ("memcheck", "racecheck")
 # A learner's check runs its small cases under these too, where compute-sanitizer is installed: a read
-# past the end of an input leaves the outputs right, and only memcheck sees it.
-CHECK_SANITIZERS = ("memcheck",)
+# past the end of an input leaves the outputs right, and only memcheck sees it; a race between warps
+# can leave them right on every seed, and only racecheck sees it (where the SASS has shared memory).
+CHECK_SANITIZERS = ("memcheck", "racecheck")
 # ... on its cases up to this size: the tails and misaligned rows where reads past the end happen, in
 # seconds (memcheck on all of Day 5's cases up to 4 MB took over a minute)
 CHECK_SANITIZE_MAX_BYTES = 256 << 10

@@ -401,10 +401,10 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
         warm = (first, WarmWorker(opts, profiler=True, after=first))
         if ex.max_bank_conflicts is not None:
             ncu_run = _start_bank_conflict_run(opts)
-        # memcheck's process starts now too (its interpreter and torch under the sanitizer take seconds),
-        # making its CUDA context after the first one's; it runs the small cases after a clean run
-        warm_sanitizers = {tool: WarmWorker(opts, sanitize=tool, after=first) for tool in opts.sanitizers
-                           if tool == "memcheck"}
+        # the sanitizers' processes start now too (an interpreter and torch under the sanitizer take
+        # seconds), making their CUDA contexts after the first one's; they run the small cases after a
+        # clean run (racecheck's only where the SASS has shared memory: else it is discarded unused)
+        warm_sanitizers = {tool: WarmWorker(opts, sanitize=tool, after=first) for tool in opts.sanitizers}
     t_warm = time.perf_counter() - t_warm
     try:
         prep = prepare(ex, path, quiet=quiet)
