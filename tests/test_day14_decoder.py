@@ -224,7 +224,12 @@ def test_a_module_may_not_import_the_grader(line, says):
     ("type(torch.zeros(1)).sub = None", "set attributes only on your own objects"),
     ("torch.backends.cuda.matmul.allow_tf32 = True", "assigns to torch.backends.cuda.matmul.allow_tf32"),
     ("_lib = torch.library.Library('aten', 'IMPL')", "register only the course's ops"),
-    ("torch.library.impl(torch.ops.aten.mm.default, 'CUDA')(lambda a, b: a)", "register only the course's ops")])
+    ("torch.library.impl(torch.ops.aten.mm.default, 'CUDA')(lambda a, b: a)", "register only the course's ops"),
+    ("from torch.utils.cpp_extension import load_inline", "imports torch.utils.cpp_extension"),
+    ("import torch.utils.cpp_extension as ext", "imports torch.utils.cpp_extension"),
+    ("from torch.utils import cpp_extension", "imports cpp_extension from torch.utils"),
+    ("ext = torch.utils.cpp_extension", "reaches native code through torch.utils.cpp_extension"),
+    ("torch.ops.load_library('/tmp/x.so')", "reaches native code through torch.ops.load_library")])
 def test_a_module_may_not_reach_around_the_import_checks(line, says):
     """What the learner's Python can touch in the process that judges it: the interpreter's builtins, the
     attributes of torch (a patched comparison or timer judges it), aten's kernels (replaced through

@@ -193,6 +193,9 @@ PY_DENY_MODULES = {"os", "sys", "subprocess", "socket", "ctypes", "cffi", "impor
                    "io", "builtins", "multiprocessing", "threading", "signal", "pickle", "marshal", "requests",
                    "urllib", "http", "ftplib", "glob", "tempfile", "mmap", "resource", "pty", "fcntl", "gc",
                    "inspect", "runpy", "code", "codeop", "grader"}
+# Ways to load native code of its own a module could take from inside torch or numpy (an extension it
+# compiles, a shared library): refused as attributes and as module parts.
+PY_DENY_NATIVE = {"cpp_extension", "load_library", "ctypeslib"}
 PY_DENY_NAMES = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
                  "input", "getattr", "setattr", "delattr"}
 
@@ -380,11 +383,17 @@ def python_checks(ex: Exercise, source, result: Result) -> bool:
             mods = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             mods = [node.module or ""]
-        denied += [f"{source.path}:{node.lineno}: imports {m}" for m in mods if m.split(".")[0] in PY_DENY_MODULES]
+        denied += [f"{source.path}:{node.lineno}: imports {m}" for m in mods
+                   if m.split(".")[0] in PY_DENY_MODULES or PY_DENY_NATIVE & set(m.split("."))]
+        if isinstance(node, ast.ImportFrom):
+            denied += [f"{source.path}:{node.lineno}: imports {a.name} from {node.module}" for a in node.names
+                       if a.name in PY_DENY_NATIVE]
         if isinstance(node, ast.Name) and node.id in PY_DENY_NAMES:
             denied.append(f"{source.path}:{node.lineno}: uses {node.id}")
         if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
             denied.append(f"{source.path}:{node.lineno}: reaches into {node.attr}")
+        elif isinstance(node, ast.Attribute) and node.attr in PY_DENY_NATIVE:
+            denied.append(f"{source.path}:{node.lineno}: reaches native code through {ast.unparse(node)}")
         elif isinstance(node, ast.Attribute) and (node.attr in PY_DENY_MODULES or node.attr == "modules"):
             # a denied module reached through one that imported it (torch.sys.modules, torch.os, ...)
             denied.append(f"{source.path}:{node.lineno}: reaches {node.attr} through another module")
