@@ -15,9 +15,8 @@
 //    copies are free of bank conflicts;
 //  * the pipeline is one generic lambda compiled twice, for 16-byte copies and for the fallback: the
 //    16-byte loop has no branch in it (past the last tile a copy reads nothing instead of being
-//    skipped), so the compiler spreads the copies' address arithmetic between the mma. With the
-//    branches, a K tile took ~330 instructions per warp, issued in runs between the mma; without,
-//    137 for its 64 mma (BK = 32), and 0.53-0.54x torch.matmul became 0.60-0.61x at 4096^3;
+//    skipped), so the compiler spreads the copies' address arithmetic between the mma (a branch is
+//    a wall it does not schedule across: the notebook's section 7);
 //  * fragments are double-buffered: the ldmatrix of the next k step are issued before the mma of
 //    this one;
 //  * blocks are rasterized in groups of GROUP_M block rows, for L2 reuse of A's and B's panels;
@@ -30,13 +29,11 @@
 // target (below) asks for most of it. Each K tile brings (128 + 256) x 64 x 2 = 48 KB into a block
 // for 2 x 128 x 256 x 64 = 4.2 MFLOP: 85 flops per byte (Day 9's 128 x 128: 64). Three stages are
 // 144 KB of the 227 KB a block may have.
-// Measured on an H100 in one run (reports/variant-sweep-day10-branch-free.json, where
-// .device-runs/gemm_a.cu is this file with BK 32 and 4 stages as defaults and "solution" the
-// version with branches), x torch.matmul at 4096^3 fp16 / bf16 and 8192^3 fp16 / bf16: with the
-// branches (BK 32, 4 stages) 0.536 0.522 0.480 0.475; branch-free 0.610 0.600 0.553 0.553;
-// branch-free with BK 64 and 3 stages 0.631 0.621 0.598 0.573 (4 stages: 0.626 0.615 0.575 0.572; 2
-// stages: 0.478; GROUP_M 4, 16 or 32 instead of 8: within 0.03 of 8,
-// reports/variant-sweep-day10-group-m.json).
+// Why BK 64 and 3 stages: the fastest ring of those tried on an H100 (BK 32 with 4 stages 0.02-0.04x
+// torch.matmul slower, 2 stages ~0.15x slower); GROUP_M from 4 to 32 all within 0.03x of 8
+// (reports/variant-sweep-day10-branch-free.json, reports/variant-sweep-day10-group-m.json).
+// Given below: the swizzle, the copy and fragment helpers, one k step's mma, the store of the staged
+// C tile and the launcher. Written in gemm_kernel: the block order, the pipeline, the C staging.
 // Target (grader/exercises/day10.py): @TARGET@.
 #include "course/async.cuh"
 #include "course/mma.cuh"
@@ -103,166 +100,115 @@ __device__ __forceinline__ uint4 load_chunk_sync(const T* __restrict__ src, bool
   return v;
 }
 
-// aligned: a, b 16-byte aligned and K % 8 == 0 (cp.async); vec_c: c 16-byte aligned and N % 8 == 0.
+// Given. This thread's share of the copies of one K tile into the ring: chunk `ch` of rows r0,
+// r0 + ROW_STEP, ... of A's BM rows and of B's BN rows (A_LOADS + B_LOADS = 4 + 8 chunks of 16
+// bytes). Rows ROW_STEP apart have the same swizzle, so one shared address per operand, computed
+// here once, serves all of them: in the loop a copy's addresses are this plus constants.
 template <typename T>
-__global__ void __launch_bounds__(THREADS, 1)
-    gemm_kernel(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b, int64_t m, int64_t n, int64_t k,
-                bool aligned, bool vec_c) {
-  extern __shared__ __align__(128) uint4 smem[];  // (STAGES, BM + BN, BK) as 16-byte chunks; then C
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp / WARPS_N * WM, wn = warp % WARPS_N * WN;  // this warp's 64 x 64 of the tile
-  const int tiles = static_cast<int>(course::ceil_div<int64_t>(k, BK));
+struct TileLoader {
+  uint4* smem;
+  uint32_t a_dst, b_dst;           // shared byte addresses of this thread's first chunk of A, of B (stage 0)
+  const T* a_src;                  // A[m0 + r0, ch * 8], this thread's first chunk of K tile 0
+  const T* b_src;                  // B[n0 + r0, ch * 8]
+  int64_t a_rows, b_rows;          // rows of A and B left from r0 on
+  int64_t row_step, k;             // ROW_STEP rows of A or B, in elements; the row length
+  int ch, r0, tiles;               // this thread's chunk of a row, its first row; K tiles in all
 
-  // BEGIN SOLUTION
-  // STUB: // TODO: C[m0:m0+128, n0:n0+256] = A B^T for this block; see the notebook's exercise cell.
-  // STUB: // 1. Block order: m0, n0 from blockIdx.x, GROUP_M block rows at a time, column by column
-  // STUB: //    (the last group may have fewer rows); every tile of C exactly once.
-  // STUB: // 2. A loader for K tile t into stage t % STAGES (A's BM rows at smem + stage * STAGE_CHUNKS,
-  // STUB: //    B's BN rows after A_CHUNKS): with `aligned`, one 16-byte cp.async per chunk at slot(row, chunk)
-  // STUB: //    (cp_async16 above, or course::cp_async_zfill<16, course::CacheHint::cg>), zeros past M, N or K;
-  // STUB: //    otherwise load_chunk_sync.
-  // STUB: // 3. Prologue: tiles 0 .. STAGES - 2, one commit group each. Then per tile t: k steps of 16,
-  // STUB: //    ldmatrix.x4 (ldsm_x4 above or course::ldmatrix_x4; 4 for A, 4 for B) one step ahead into a
-  // STUB: //    second register buffer, 32
-  // STUB: //    course::mma_m16n8k16<T> into float acc[MT][NT][4]; before reading tile t + 1:
-  // STUB: //    course::cp_async_wait<STAGES - 2>() and __syncthreads(); after that barrier, issue tile
-  // STUB: //    t + STAGES - 1 into tile t - 1's stage and commit (also when there is none).
-  // STUB: //    Speed: write steps 2-3 once, as a generic lambda called with std::true_type{} or
-  // STUB: //    std::false_type{} for `aligned`, and keep branches out of the aligned loop (a copy past the
-  // STUB: //    last tile gets src-size 0 instead of an if): then the compiler can spread the copies' address
-  // STUB: //    arithmetic between the mma (the notebook's exercise cell says what it is worth).
-  // STUB: // 4. Epilogue: wait for every copy, __syncthreads, acc rounded to T into a padded [BM][C_PITCH]
-  // STUB: //    tile in shared memory, __syncthreads, then rows of C with 16-byte stores (vec_c) or
-  // STUB: //    element by element, only inside [M, N].
-  // STUB: (void)smem; (void)wm; (void)wn; (void)tiles; (void)aligned; (void)vec_c;
-  // 1. Grouped block order: consecutive blocks walk GROUP_M block rows down one block column
-  // before moving right, so the blocks running at once share A's and B's panels in L2.
-  const int blocks_m = static_cast<int>(course::ceil_div<int64_t>(m, BM));
-  const int blocks_n = static_cast<int>(course::ceil_div<int64_t>(n, BN));
-  const int per_group = GROUP_M * blocks_n, group_first = static_cast<int>(blockIdx.x) / per_group * GROUP_M;
-  const int group_rows = min(blocks_m - group_first, GROUP_M);  // the last group may be shorter
-  const int in_group = static_cast<int>(blockIdx.x) % per_group;
-  const int64_t m0 = static_cast<int64_t>(group_first + in_group % group_rows) * BM;
-  const int64_t n0 = static_cast<int64_t>(in_group / group_rows) * BN;
+  __device__ __forceinline__ TileLoader(uint4* smem_, const T* a, const T* b, int64_t m, int64_t n, int64_t k_,
+                                        int64_t m0, int64_t n0, int tiles_)
+      : smem(smem_), k(k_), tiles(tiles_) {
+    ch = threadIdx.x % CH;
+    r0 = threadIdx.x / CH;
+    a_dst = course::smem_u32(smem) + slot(r0, ch) * 16;
+    b_dst = a_dst + A_CHUNKS * 16;
+    a_src = a + (m0 + r0) * k + ch * 8;
+    b_src = b + (n0 + r0) * k + ch * 8;
+    a_rows = m - m0 - r0;
+    b_rows = n - n0 - r0;
+    row_step = ROW_STEP * k;
+  }
 
-  // 2. This thread's copies: chunk `ch` of rows r0, r0 + ROW_STEP, ... of A's and of B's tile. Rows
-  // ROW_STEP apart have the same swizzle, so one shared address per operand serves all of them.
-  const int ch = threadIdx.x % CH, r0 = threadIdx.x / CH;
-  const uint32_t smem0 = course::smem_u32(smem);
-  const uint32_t a_dst = smem0 + slot(r0, ch) * 16, b_dst = a_dst + A_CHUNKS * 16;
-  const T* a_src = a + (m0 + r0) * k + ch * 8;
-  const T* b_src = b + (n0 + r0) * k + ch * 8;
-  const int64_t a_rows = m - m0 - r0, b_rows = n - n0 - r0;  // rows of A and B left from r0 on
-  const int64_t row_step = ROW_STEP * k;
-
-  // The pipeline below is written once for both kinds of copy and compiled twice (ALIGNED true and
-  // false): the aligned loop has no branch left in it, so the compiler interleaves the copies' address
-  // arithmetic with the mma instead of running it between them.
-  float acc[MT][NT][4] = {};
-  auto pipeline = [&](auto aligned_tag) {
-    constexpr bool ALIGNED = decltype(aligned_tag)::value;
-    auto issue_tile = [&](int t) {
-      const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
-      const bool live = t < tiles;  // past the last tile: a copy of nothing from a valid address
-      const int64_t k0 = static_cast<int64_t>(live ? t : 0) * BK;
-      const bool col_ok = live && k0 + ch * 8 < k;  // K % 8 == 0 when aligned: a chunk is all in or all out
-      if constexpr (ALIGNED) {
+  // K tile t into stage t % STAGES, zeros past M, N and K; commits nothing. ALIGNED (a, b 16-byte
+  // aligned, K % 8 == 0): one 16-byte cp.async per chunk, and no branch at all: t past the last
+  // tile copies nothing (src-size 0) from a valid address, so the caller need not test it. Otherwise
+  // load_chunk_sync and plain stores, and t past the last tile returns at once.
+  template <bool ALIGNED>
+  __device__ __forceinline__ void issue(std::integral_constant<bool, ALIGNED>, int t) const {
+    const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
+    const bool live = t < tiles;  // past the last tile: a copy of nothing from a valid address
+    const int64_t k0 = static_cast<int64_t>(live ? t : 0) * BK;
+    const bool col_ok = live && k0 + ch * 8 < k;  // K % 8 == 0 when aligned: a chunk is all in or all out
+    if constexpr (ALIGNED) {
 #pragma unroll
-        for (int i = 0; i < A_LOADS; ++i)  // src-size 0 past the edges: zeros, nothing read
-          cp_async16(a_dst + stage + i * ROW_STEP * CH * 16, a_src + i * row_step + k0,
-                     col_ok && i * ROW_STEP < a_rows);
+      for (int i = 0; i < A_LOADS; ++i)  // src-size 0 past the edges: zeros, nothing read
+        cp_async16(a_dst + stage + i * ROW_STEP * CH * 16, a_src + i * row_step + k0,
+                   col_ok && i * ROW_STEP < a_rows);
 #pragma unroll
-        for (int i = 0; i < B_LOADS; ++i)
-          cp_async16(b_dst + stage + i * ROW_STEP * CH * 16, b_src + i * row_step + k0,
-                     col_ok && i * ROW_STEP < b_rows);
-      } else {
-        if (!live) return;
-        uint4* sa = smem + (t % STAGES) * STAGE_CHUNKS;
-        uint4* sb = sa + A_CHUNKS;
-        for (int i = 0; i < A_LOADS; ++i)
-          sa[slot(r0 + i * ROW_STEP, ch)] =
-              load_chunk_sync(a_src + i * row_step + k0, i * ROW_STEP < a_rows, k0 + ch * 8, k);
-        for (int i = 0; i < B_LOADS; ++i)
-          sb[slot(r0 + i * ROW_STEP, ch)] =
-              load_chunk_sync(b_src + i * row_step + k0, i * ROW_STEP < b_rows, k0 + ch * 8, k);
-      }
-    };
+      for (int i = 0; i < B_LOADS; ++i)
+        cp_async16(b_dst + stage + i * ROW_STEP * CH * 16, b_src + i * row_step + k0,
+                   col_ok && i * ROW_STEP < b_rows);
+    } else {
+      if (!live) return;
+      uint4* sa = smem + (t % STAGES) * STAGE_CHUNKS;
+      uint4* sb = sa + A_CHUNKS;
+      for (int i = 0; i < A_LOADS; ++i)
+        sa[slot(r0 + i * ROW_STEP, ch)] =
+            load_chunk_sync(a_src + i * row_step + k0, i * ROW_STEP < a_rows, k0 + ch * 8, k);
+      for (int i = 0; i < B_LOADS; ++i)
+        sb[slot(r0 + i * ROW_STEP, ch)] =
+            load_chunk_sync(b_src + i * row_step + k0, i * ROW_STEP < b_rows, k0 + ch * 8, k);
+    }
+  }
+};
 
-    // 3. The fragments of k step s live in buffer s % 2. Rows 16 apart share a swizzle too: one address
-    // per k step and operand, plus 1024 bytes per m16 (n16) tile.
-    uint32_t af[2][MT][4], bf[2][NT / 2][4];
-    uint32_t a_frag[KSTEPS], b_frag[KSTEPS];
+// Given (Day 9's fragments, on the swizzled rows). One k step of 16 of the staged tile for the warp
+// whose 64 x 64 of C starts at (wm, wn): 4 ldmatrix.x4 for A (lanes 0-15 give rows 0-15 of an m16
+// tile at k 0-7, lanes 16-31 at k 8-15) and 4 for B (two n8 tiles of [N, K] rows each, k 0-7 | 8-15,
+// no .trans). Rows 16 apart share a swizzle too: one address per k step and operand, computed here
+// once, plus 1024 bytes per m16 (n16) tile and STAGE_CHUNKS * 16 per stage.
+struct FragmentLoader {
+  uint32_t a_frag[KSTEPS], b_frag[KSTEPS];  // this lane's row of A's and of B's tile, per k step (stage 0)
+
+  __device__ __forceinline__ FragmentLoader(uint32_t smem0, int wm, int wn, int lane) {
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
       a_frag[ks] = smem0 + slot(wm + lane % 16, 2 * ks + lane / 16) * 16;
       b_frag[ks] = smem0 + (A_CHUNKS + slot(wn + lane % 8 + lane / 16 * 8, 2 * ks + lane / 8 % 2)) * 16;
     }
-    auto load_fragments = [&](int buf, int t, int ks) {
-      const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
-#pragma unroll
-      for (int i = 0; i < MT; ++i) ldsm_x4(af[buf][i], a_frag[ks] + stage + i * 16 * CH * 16);
-#pragma unroll
-      for (int j = 0; j < NT / 2; ++j) ldsm_x4(bf[buf][j], b_frag[ks] + stage + j * 16 * CH * 16);
-    };
+  }
 
-    // Prologue: tiles 0 .. STAGES - 2 in flight (an empty group where there is no tile).
+  // k step ks of K tile t (in stage t % STAGES) into af (A's 4 m16 tiles) and bf (B's 4 pairs of n8).
+  __device__ __forceinline__ void load(uint32_t (&af)[MT][4], uint32_t (&bf)[NT / 2][4], int t, int ks) const {
+    const uint32_t stage = (t % STAGES) * STAGE_CHUNKS * 16;
 #pragma unroll
-    for (int t = 0; t < STAGES - 1; ++t) {
-      issue_tile(t);
-      course::cp_async_commit();
+    for (int i = 0; i < MT; ++i) ldsm_x4(af[i], a_frag[ks] + stage + i * 16 * CH * 16);
+#pragma unroll
+    for (int j = 0; j < NT / 2; ++j) ldsm_x4(bf[j], b_frag[ks] + stage + j * 16 * CH * 16);
+  }
+};
+
+// Given (Day 9). One k step: the warp's 4 x 8 mma tiles (16 x 8 each) from the fragments of FragmentLoader::load;
+// b fragment j of the mma is half of ldmatrix tile j / 2.
+template <typename T>
+__device__ __forceinline__ void mma_step(float (&acc)[MT][NT][4], const uint32_t (&af)[MT][4],
+                                         const uint32_t (&bf)[NT / 2][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const uint32_t bt[2] = {bf[j / 2][j % 2 * 2], bf[j / 2][j % 2 * 2 + 1]};
+      course::mma_m16n8k16<T>(acc[i][j], af[i], bt);
     }
-    course::cp_async_wait<STAGES - 2>();  // tile 0 has landed (mine) ...
-    __syncthreads();                      // ... and everyone's
-    load_fragments(0, 0, 0);  // (no tile: a stale stage, never used)
+  }
+}
 
-    for (int t = 0; t < tiles; ++t) {
-#pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks) {
-        if (ks == KSTEPS - 1) {  // next: step 0 of tile t + 1. Groups committed: STAGES - 1 + t + 1;
-          course::cp_async_wait<STAGES - 2>();  // at most STAGES - 2 in flight: tiles 0 .. t + 1 landed
-          __syncthreads();  // everyone's copies visible; and every warp has read tile t - 1 for good
-        }
-        if (ks < KSTEPS - 1) {
-          load_fragments((ks + 1) % 2, t, ks + 1);
-        } else {  // after the last tile this reads a stale stage, never used
-          load_fragments(0, t + 1, 0);
-        }
-        if (ks == 0) {  // after the last barrier no warp reads tile t - 1 again: refill its stage
-          issue_tile(t + STAGES - 1);  // (past the last tile: nothing)
-          course::cp_async_commit();
-        }
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-#pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            const uint32_t bt[2] = {bf[ks % 2][j / 2][j % 2 * 2], bf[ks % 2][j / 2][j % 2 * 2 + 1]};
-            course::mma_m16n8k16<T>(acc[i][j], af[ks % 2][i], bt);
-          }
-        }
-      }
-    }
-  };
-  if (aligned)
-    pipeline(std::true_type{});
-  else
-    pipeline(std::false_type{});
-  course::cp_async_wait<0>();  // no copy left in flight (the trailing groups are empty)
-  __syncthreads();             // every warp is done with the ring: it becomes the C tile
-
-  // 4. Epilogue. acc[i][j][0..1]: row group, columns 2 pair, 2 pair + 1 of mma tile (i, j); [2..3]:
-  // row group + 8. Rows 528 bytes apart: the 8 rows one store instruction writes hit 8 bank groups.
-  T* cs = reinterpret_cast<T*>(smem);  // (BM, C_PITCH)
-  const int group = lane / 4, pair = lane % 4;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<uint32_t*>(&cs[(wm + 16 * i + group + 8 * h) * C_PITCH + wn + 8 * j + 2 * pair]) =
-            course::pack2<T>(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-  __syncthreads();
-  // 32 lanes write one 512-byte row of C per instruction, 16 bytes each.
+// Given. The C tile staged in shared memory (cs: [BM][C_PITCH] of T) to C[m0:m0+BM, n0:n0+BN], only
+// inside [M, N]. 32 lanes write one 512-byte row of C per instruction, 16 bytes each (vec_c: c
+// 16-byte aligned and N % 8 == 0); at the edge of N, or where rows of C are not 16-byte aligned, one
+// element at a time.
+template <typename T>
+__device__ __forceinline__ void store_c_tile(T* __restrict__ c, const T* cs, int64_t m, int64_t n, int64_t m0,
+                                             int64_t n0, bool vec_c) {
   for (int v = threadIdx.x; v < BM * BN / 8; v += THREADS) {
     const int row = v / (BN / 8), col = v % (BN / 8) * 8;
     const int64_t gr = m0 + row, gc = n0 + col;
@@ -278,7 +224,126 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (gc + e < n) reinterpret_cast<uint16_t*>(dst)[e] = static_cast<uint16_t>(w[e / 2] >> (16 * (e % 2)));
     }
   }
+}
+
+// aligned: a, b 16-byte aligned and K % 8 == 0 (cp.async); vec_c: c 16-byte aligned and N % 8 == 0.
+template <typename T>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_kernel(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b, int64_t m, int64_t n, int64_t k,
+                bool aligned, bool vec_c) {
+  extern __shared__ __align__(128) uint4 smem[];  // (STAGES, BM + BN, BK) as 16-byte chunks; then C
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / WARPS_N * WM, wn = warp % WARPS_N * WN;  // this warp's 64 x 64 of the tile
+  const int tiles = static_cast<int>(course::ceil_div<int64_t>(k, BK));
+
+  // BEGIN SOLUTION
+  // STUB: // TODO 1. Block order: int64_t m0, n0, this block's tile C[m0:m0+BM, n0:n0+BN], from blockIdx.x, in
+  // STUB: //    groups of GROUP_M block rows walked column by column, so that the blocks running at once share
+  // STUB: //    A's and B's panels in L2. With blocks_m = ceil(M / BM), blocks_n = ceil(N / BN)
+  // STUB: //    (course::ceil_div; the launcher starts blocks_m * blocks_n blocks): group g = blockIdx.x /
+  // STUB: //    (GROUP_M * blocks_n) starts at block row g * GROUP_M and has rows = min(GROUP_M, blocks_m -
+  // STUB: //    g * GROUP_M) of them (the last group may be shorter); its i-th block (i = blockIdx.x %
+  // STUB: //    (GROUP_M * blocks_n)) is block row g * GROUP_M + i % rows, block column i / rows.
+  // STUB: const int64_t m0 = 0, n0 = 0;
+  // 1. Grouped block order: consecutive blocks walk GROUP_M block rows down one block column
+  // before moving right, so the blocks running at once share A's and B's panels in L2.
+  const int blocks_m = static_cast<int>(course::ceil_div<int64_t>(m, BM));
+  const int blocks_n = static_cast<int>(course::ceil_div<int64_t>(n, BN));
+  const int per_group = GROUP_M * blocks_n, group_first = static_cast<int>(blockIdx.x) / per_group * GROUP_M;
+  const int group_rows = min(blocks_m - group_first, GROUP_M);  // the last group may be shorter
+  const int in_group = static_cast<int>(blockIdx.x) % per_group;
+  const int64_t m0 = static_cast<int64_t>(group_first + in_group % group_rows) * BM;
+  const int64_t n0 = static_cast<int64_t>(in_group / group_rows) * BN;
   // END SOLUTION
+
+  const TileLoader<T> tile(smem, a, b, m, n, k, m0, n0, tiles);      // tile.issue(tag, t): K tile t's copies
+  const FragmentLoader frags(course::smem_u32(smem), wm, wn, lane);  // frags.load(af, bf, t, ks)
+  float acc[MT][NT][4] = {};  // this warp's 64 x 64 of C: mma tile (i, j) (16 x 8) in acc[i][j]
+
+  // BEGIN SOLUTION
+  // STUB: // TODO 2. The pipeline, a ring of STAGES = 3 K tiles of BK = 64 (4 k steps of 16). Write it once as a
+  // STUB: //    generic lambda `auto pipeline = [&](auto aligned_tag) { ... };` and call it with std::true_type{}
+  // STUB: //    if `aligned`, else std::false_type{}: tile.issue(aligned_tag, t) then compiles to branch-free
+  // STUB: //    cp.async copies (no `if` around it: a tile past the last copies nothing) or to the plain-load
+  // STUB: //    fallback. Inside it, with uint32_t af[2][MT][4], bf[2][NT / 2][4] (k step s in buffer s % 2):
+  // STUB: //    a. Prologue: for t = 0 .. STAGES - 2: tile.issue(aligned_tag, t), course::cp_async_commit().
+  // STUB: //       Then course::cp_async_wait<STAGES - 2>(), __syncthreads() (tile 0 has landed, everyone's),
+  // STUB: //       frags.load(af[0], bf[0], 0, 0).
+  // STUB: //    b. For each K tile t < tiles, for each k step ks < KSTEPS (#pragma unroll: ks % 2 must be a
+  // STUB: //       constant for af and bf to stay in registers), in this order:
+  // STUB: //       - at the last k step (ks == KSTEPS - 1): course::cp_async_wait<STAGES - 2>() and
+  // STUB: //         __syncthreads(): tile t + 1 has landed, and no warp reads tile t - 1's stage any more;
+  // STUB: //       - the next step's fragments: frags.load(af[(ks + 1) % 2], bf[(ks + 1) % 2], t, ks + 1),
+  // STUB: //         or, at the last k step, step 0 of tile t + 1: frags.load(af[0], bf[0], t + 1, 0);
+  // STUB: //       - at ks == 0 (after the last barrier, tile t - 1's stage is free): tile.issue(aligned_tag,
+  // STUB: //         t + STAGES - 1) and course::cp_async_commit(), also when that tile does not exist (one
+  // STUB: //         group per tile keeps wait<STAGES - 2> meaning "the next tile has landed");
+  // STUB: //       - mma_step<T>(acc, af[ks % 2], bf[ks % 2]).
+  // STUB: // TODO 3. Epilogue: course::cp_async_wait<0>() and __syncthreads() (the ring becomes the C tile), then
+  // STUB: //    acc rounded to T into T* cs = reinterpret_cast<T*>(smem) as [BM][C_PITCH]: lane (group = lane / 4,
+  // STUB: //    pair = lane % 4) puts course::pack2<T>(acc[i][j][2 h], acc[i][j][2 h + 1]) at row
+  // STUB: //    wm + 16 i + group + 8 h, column wn + 8 j + 2 pair (h = 0, 1), then __syncthreads();
+  // STUB: //    store_c_tile below writes the staged tile to C.
+  // STUB: (void)tile; (void)frags; (void)acc; (void)aligned;
+  // 2. The pipeline, written once for both kinds of copy and compiled twice (ALIGNED true and false):
+  // the aligned loop has no branch left in it, so the compiler interleaves the copies' address
+  // arithmetic with the mma instead of running it between them.
+  auto pipeline = [&](auto aligned_tag) {
+    uint32_t af[2][MT][4], bf[2][NT / 2][4];  // the fragments of k step s live in buffer s % 2
+
+    // Prologue: tiles 0 .. STAGES - 2 in flight (an empty group where there is no tile).
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) {
+      tile.issue(aligned_tag, t);
+      course::cp_async_commit();
+    }
+    course::cp_async_wait<STAGES - 2>();  // tile 0 has landed (mine) ...
+    __syncthreads();                      // ... and everyone's
+    frags.load(af[0], bf[0], 0, 0);  // (no tile: a stale stage, never used)
+
+    for (int t = 0; t < tiles; ++t) {
+#pragma unroll
+      for (int ks = 0; ks < KSTEPS; ++ks) {
+        if (ks == KSTEPS - 1) {  // next: step 0 of tile t + 1. Groups committed: STAGES - 1 + t + 1;
+          course::cp_async_wait<STAGES - 2>();  // at most STAGES - 2 in flight: tiles 0 .. t + 1 landed
+          __syncthreads();  // everyone's copies visible; and every warp has read tile t - 1 for good
+        }
+        if (ks < KSTEPS - 1) {
+          frags.load(af[(ks + 1) % 2], bf[(ks + 1) % 2], t, ks + 1);
+        } else {  // after the last tile this reads a stale stage, never used
+          frags.load(af[0], bf[0], t + 1, 0);
+        }
+        if (ks == 0) {  // after the last barrier no warp reads tile t - 1 again: refill its stage
+          tile.issue(aligned_tag, t + STAGES - 1);  // (past the last tile: nothing)
+          course::cp_async_commit();
+        }
+        mma_step<T>(acc, af[ks % 2], bf[ks % 2]);
+      }
+    }
+  };
+  if (aligned)
+    pipeline(std::true_type{});
+  else
+    pipeline(std::false_type{});
+  course::cp_async_wait<0>();  // no copy left in flight (the trailing groups are empty)
+  __syncthreads();             // every warp is done with the ring: it becomes the C tile
+
+  // 3. Epilogue. acc[i][j][0..1]: row group, columns 2 pair, 2 pair + 1 of mma tile (i, j); [2..3]:
+  // row group + 8. Rows 528 bytes apart: the 8 rows one store instruction writes hit 8 bank groups.
+  T* cs = reinterpret_cast<T*>(smem);  // (BM, C_PITCH)
+  const int group = lane / 4, pair = lane % 4;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(&cs[(wm + 16 * i + group + 8 * h) * C_PITCH + wn + 8 * j + 2 * pair]) =
+            course::pack2<T>(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+  __syncthreads();
+  // END SOLUTION
+
+  store_c_tile(c, reinterpret_cast<const T*>(smem), m, n, m0, n0, vec_c);
 }
 
 template <typename T>
