@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash 1396b38005d2).
+// Your exercise: fill in the TODOs. Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash 11323418ce04).
 // Day 11 exercise: batched decode attention over a paged KV cache, GQA on the tensor cores, K/V
 // tiles through a cp.async pipeline, split-KV with a merge when the batch is too small to fill the
 // GPU (models: FlashInfer include/flashinfer/attention/decode.cuh, cascade.cuh, page.cuh).
@@ -20,12 +20,20 @@
 //
 // Design: a block of 4 warps per (KV head, request, split). The block's group query heads are the
 // rows of one 16-row mma tile (rows >= group are zeros), so one K tile feeds every query head of the
-// group: S = Q K^T and O += P V with mma.sync m16n8k16. Tiles of 64 tokens (16 per warp) come from the
-// pages with cp.async, 2 stages; each warp keeps its own online-softmax state for its 16 rows and the
-// 4 states merge through shared memory at the end. When batch * kv_heads blocks cannot fill the GPU,
-// each request is split into `splits` token ranges; each split writes its state (o, lse) to the
-// workspace and a second launch of the kernel (phase 1) merges them (course/attention.cuh). A merge
-// by the last block to arrive, in the same launch, was slower (benchmarks/read_bound: docs/decisions.md).
+// group. Tiles of 64 tokens (16 per warp) come from the pages with cp.async, 2 stages; each warp keeps
+// its own online-softmax state for its 16 rows and the 4 states merge through shared memory at the
+// end. When batch * kv_heads blocks cannot fill the GPU, each request is split into `splits` token
+// ranges; each split writes its state (o, lse) to the workspace and a second launch of the kernel
+// (phase 1) merges them (course/attention.cuh). A merge by the last block to arrive, in the same
+// launch, was slower (benchmarks/read_bound: docs/decisions.md).
+//
+// Given: attend_tile, one warp's tensor-core math on a tile (S = Q K^T, the online softmax on the mma
+// fragments, O += P V: FlashAttention-2's register layout, which Day 12 teaches), stage_q, the merge
+// of the 4 warps' states (park_warp_states, block_state), merge_splits' last step (finish_merge) and
+// the launcher. Yours (the TODOs): the request's length and the split's token range from the page
+// table, the paged cp.async tile loader, the STAGES-deep pipeline around attend_tile, writing the
+// state (o and lse, or the split's partial state in the workspace), and merge_splits' weights and
+// weighted sums (FlashInfer's MergeStates of the splits).
 //
 // Napkin math (Llama 3 8B: 32 query heads, 8 KV heads, head_dim 128, bf16): a token's K and V of one
 // KV head are 2 x 256 B; batch 64 x 4096 tokens reads 64 x 4096 x 8 x 512 B = 1.07 GB: ~255 us at
@@ -64,6 +72,185 @@ constexpr int smem_bytes() {
   return (16 + 2 * STAGES * TILE) * HEAD_DIM * static_cast<int>(sizeof(T));
 }
 
+// Given: the Q tile, q_s (16, HEAD_DIM) swizzled: row r < group is qg[r * HEAD_DIM ..] (the group's
+// query heads, neighbours in q), rows group .. 15 are zeros (their scores are 0 and never stored).
+// Plain stores: a __syncthreads() (the pipeline's first) makes them visible to the other warps.
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void stage_q(T* q_s, const T* qg, int group) {
+  constexpr int CHUNKS = HEAD_DIM / 8;  // 16-byte chunks per row
+  for (int v = threadIdx.x; v < 16 * CHUNKS; v += THREADS) {
+    const int row = v / CHUNKS, col = v % CHUNKS * 8;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (row < group) val = *reinterpret_cast<const uint4*>(qg + row * HEAD_DIM + col);
+    *reinterpret_cast<uint4*>(q_s + swz<HEAD_DIM>(row, col)) = val;
+  }
+}
+
+// Given, a black box today (Day 12 opens it): one warp's share of a K/V tile on the tensor cores.
+// Warp w adds tokens first + 16 w .. first + 16 w + 15 to its online-softmax state of the 16 rows of
+// q_s: S = Q K^T (ldmatrix + mma.sync m16n8k16), scaled by scale_log2 (base 2) and -inf for tokens
+// >= t1; m_new = max(m, row max of S); o_acc and d *= 2^(m - m_new); P = 2^(S - m_new); d += P's row
+// sums; O += P V, P taken from S's registers and V through ldmatrix.trans.
+//   In:  q_s (16, HEAD_DIM), ks and vs (TILE, HEAD_DIM) of one stage, all shared and swizzled with
+//        swz, landed and visible to every warp (after the wait and the __syncthreads()). Rows of
+//        tokens >= t1 must be finite: zero-filled.
+//   The state, per lane (the mma's C layout, course/mma.cuh), rows r0 = lane / 4 and r1 = r0 + 8:
+//        o_acc[n][0..1] = O[r0][8 n + 2 (lane % 4) + 0..1], o_acc[n][2..3] the same columns of r1,
+//        n = 0 .. HEAD_DIM / 8 - 1, not yet divided by d; m[0], m[1]: the largest base-2 score of rows
+//        r0, r1 so far (the same in the 4 lanes of a quad); d[0], d[1]: this lane's part of the rows'
+//        sums of 2^(s - m) (the quad's 4 lanes add up to d). Start from o_acc = 0, m = -inf, d = 0.
+// Every lane of every warp calls it (mma.sync and shuffles); it only reads shared memory.
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void attend_tile(const T* q_s, const T* ks, const T* vs, int first, int t1, float scale_log2,
+                                            float (&o_acc)[HEAD_DIM / 8][4], float (&m)[2], float (&d)[2]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int pair = lane % 4;
+  // S (16 rows, 16 tokens) as two n tiles of 8 tokens. K is stored [token][dim] = [n][k]: the mma's
+  // "col" B operand, ldmatrix without .trans (lane gives token l % 8 + (l / 16) * 8 at dim chunk
+  // (l / 8) % 2 of the step: bk[0..1] are tokens 0-7, bk[2..3] tokens 8-15).
+  float s[2][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+    uint32_t qa[4], bk[4];
+    course::ldmatrix_x4(qa, q_s + swz<HEAD_DIM>(lane % 16, kk * 16 + (lane / 16) * 8));
+    course::ldmatrix_x4(bk, ks + swz<HEAD_DIM>(16 * warp + lane % 8 + (lane / 16) * 8, kk * 16 + (lane / 8 % 2) * 8));
+    const uint32_t b_lo[2] = {bk[0], bk[1]}, b_hi[2] = {bk[2], bk[3]};
+    course::mma_m16n8k16<T>(s[0], qa, b_lo);
+    course::mma_m16n8k16<T>(s[1], qa, b_hi);
+  }
+  // s[j][e]: row lane / 4 + 8 (e / 2), token 16 warp + 8 j + 2 pair + e % 2 of the tile.
+  const int tok0 = first + 16 * warp + 2 * pair;
+  float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = tok0 + 8 * j + e % 2 < t1 ? s[j][e] * scale_log2 : -INFINITY;
+      row_max[e / 2] = fmaxf(row_max[e / 2], s[j][e]);
+    }
+  float rescale[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // The 4 lanes of a quad hold one row's 16 tokens.
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+    const float m_new = fmaxf(m[r], row_max[r]);
+    // Nothing seen yet (m_new = -inf): keep everything at 0 and avoid -inf - -inf = NaN.
+    rescale[r] = m_new == -INFINITY ? 1.0f : course::ptx_exp2(m[r] - m_new);
+    m[r] = m_new;
+    d[r] *= rescale[r];
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float shift = m[e / 2] == -INFINITY ? 0.0f : m[e / 2];
+      s[j][e] = course::ptx_exp2(s[j][e] - shift);  // 2^-inf = 0 for masked tokens
+      d[e / 2] += s[j][e];
+    }
+#pragma unroll
+  for (int n = 0; n < HEAD_DIM / 8; ++n) {
+    o_acc[n][0] *= rescale[0];
+    o_acc[n][1] *= rescale[0];
+    o_acc[n][2] *= rescale[1];
+    o_acc[n][3] *= rescale[1];
+  }
+  // P's C layout is the A layout of the next mma (FlashAttention-2's register reuse): tokens 0-7 of
+  // the step are s[0], tokens 8-15 are s[1]; rounded to T, as the tensor cores need.
+  const uint32_t pa[4] = {course::pack2<T>(s[0][0], s[0][1]), course::pack2<T>(s[0][2], s[0][3]),
+                          course::pack2<T>(s[1][0], s[1][1]), course::pack2<T>(s[1][2], s[1][3])};
+  // O += P V: V is stored [token][dim] = [k][n], so .trans (lane gives token l % 16 at dim chunk l / 16).
+#pragma unroll
+  for (int nd = 0; nd < HEAD_DIM / 16; ++nd) {
+    uint32_t bv[4];
+    course::ldmatrix_x4_trans(bv, vs + swz<HEAD_DIM>(16 * warp + lane % 16, nd * 16 + (lane / 16) * 8));
+    const uint32_t b_lo[2] = {bv[0], bv[1]}, b_hi[2] = {bv[2], bv[3]};
+    course::mma_m16n8k16<T>(o_acc[2 * nd], pa, b_lo);
+    course::mma_m16n8k16<T>(o_acc[2 * nd + 1], pa, b_hi);
+  }
+}
+
+// Given: the 4 warps' states of the block merged into one per query head. park_warp_states waits for
+// every copy still in flight and for every warp (it reuses the K/V stages as o_part), then parks each
+// warp's rows < group in shared memory: its o divided by its d, its m and its d (warp, group_row and
+// pair: the lane's place in attend_tile's layout). Then block_state(row, col) merges the WARPS parked
+// states of element (row, col) of the group's O into one course::softmax_state<1>: o[0] the output,
+// lse2() = m + log2(d) the row's lse in base 2.
+template <int HEAD_DIM>
+__device__ __forceinline__ void park_warp_states(const float (&o_acc)[HEAD_DIM / 8][4], const float (&m)[2],
+                                                 const float (&d)[2], float* o_part, float (*m_part)[MAX_GROUP],
+                                                 float (*d_part)[MAX_GROUP], int group, int warp, int group_row,
+                                                 int pair) {
+  course::cp_async_wait<0>();  // (only empty groups can be left; the stages are reused below)
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float dr = d[r];
+    dr += __shfl_xor_sync(0xffffffffu, dr, 1);
+    dr += __shfl_xor_sync(0xffffffffu, dr, 2);
+    const int row = group_row + 8 * r;
+    if (row < group) {
+      const float inv = dr > 0.0f ? 1.0f / dr : 0.0f;
+#pragma unroll
+      for (int n = 0; n < HEAD_DIM / 8; ++n) {
+        float* dst = o_part + (warp * group + row) * HEAD_DIM + 8 * n + 2 * pair;
+        dst[0] = o_acc[n][2 * r] * inv;
+        dst[1] = o_acc[n][2 * r + 1] * inv;
+      }
+      if (pair == 0) {
+        m_part[warp][row] = m[r];
+        d_part[warp][row] = dr;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+template <int HEAD_DIM>
+__device__ __forceinline__ course::softmax_state<1> block_state(const float* o_part, const float (*m_part)[MAX_GROUP],
+                                                                const float (*d_part)[MAX_GROUP], int group, int row,
+                                                                int col) {
+  course::softmax_state<1> st;
+  st.init();
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) {
+    const float ow[1] = {o_part[(w * group + row) * HEAD_DIM + col]};
+    st.merge(ow, m_part[w][row], d_part[w][row]);
+  }
+  return st;
+}
+
+// Given: the end of merge_splits. Each thread brings its set's sums over the set's splits (acc: floats
+// 4 lane .. 4 lane + 3 of sum_s w_s o_s; sum: sum_s w_s) and m, the largest lse. The sets add up
+// through shared memory; then set 0 writes o[out, 4 lane .. 4 lane + 3] = acc / sum (as T) and lane 0
+// lse[out] = (m + log2(sum)) ln 2, in natural log (no token at all, sum = 0: o = 0, lse = -inf).
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void finish_merge(T* __restrict__ o, float* __restrict__ lse, int64_t out, float4 acc,
+                                             float sum, float m, float4* acc_s, float* sum_s, int lane, int set) {
+  constexpr int LANES = HEAD_DIM / 4, SETS = THREADS / LANES;
+  acc_s[set * LANES + lane] = acc;
+  if (lane == 0) sum_s[set] = sum;
+  __syncthreads();
+  if (set == 0) {
+#pragma unroll
+    for (int g = 1; g < SETS; ++g) {
+      const float4 x = acc_s[g * LANES + lane];
+      acc.x += x.x;
+      acc.y += x.y;
+      acc.z += x.z;
+      acc.w += x.w;
+      sum += sum_s[g];
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    T* dst = o + out * HEAD_DIM + 4 * lane;
+    dst[0] = course::from_float<T>(acc.x * inv);
+    dst[1] = course::from_float<T>(acc.y * inv);
+    dst[2] = course::from_float<T>(acc.z * inv);
+    dst[3] = course::from_float<T>(acc.w * inv);
+    if (lane == 0) lse[out] = sum > 0.0f ? (m + log2f(sum)) * course::LN2 : -INFINITY;
+  }
+}
+
 // Phase 1, a second launch of the same kernel with one block per (query head, request): merge the
 // `splits` partial states in the workspace (FlashInfer cascade.cuh's MergeStates). One kernel with
 // two phases rather than two kernels: the grader's SASS check looks for the pipeline in every kernel.
@@ -71,9 +258,9 @@ template <typename T, int HEAD_DIM>
 __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restrict__ lse,
                                              const float* __restrict__ workspace, int qo_heads, int splits) {
   // The block's threads are LANES columns of 4 floats (a row of o) times SETS sets of splits: set g
-  // takes splits g, g + SETS, ... and the sets add up through shared memory. First every split's
-  // weight 2^(lse - max) goes to shared memory (one load per thread and split, all at once); then
-  // the o rows, 8 loads in flight per thread. A merge that carries one state from split to split
+  // takes splits g, g + SETS, ... and the sets add up through shared memory (finish_merge). First every
+  // split's weight 2^(lse - max) goes to shared memory (one load per thread and split, all at once);
+  // then the o rows, 8 loads in flight per thread. A merge that carries one state from split to split
   // (softmax_state::merge_lse) waits a full L2 round trip per split (with 32 splits that took 24 us
   // on the H200, a third of the call).
   constexpr int LANES = HEAD_DIM / 4, SETS = THREADS / LANES;
@@ -82,9 +269,17 @@ __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restric
   float* sum_s = reinterpret_cast<float*>(acc_s + SETS * LANES);  // (SETS)
   float* w_s = sum_s + SETS;                                      // (splits) weights
   const int qh = blockIdx.x, b = blockIdx.y, lane = threadIdx.x % LANES, set = threadIdx.x / LANES;
-  // TODO: merge the states (workspace o, base-2 lse) of splits 0 .. splits - 1 of (b, qh): the
-  // largest lse m, then o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m); write o[b, qh, :] (as T)
-  // and lse = m + log2(sum) in natural log. Keep the loads independent of each other.
+  // TODO: MergeStates of the partial states of splits s = 0 .. splits - 1 of (b, qh). State i =
+  // (b * splits + s) * qo_heads + qh: its o at workspace[i * HEAD_DIM ..], its lse (base 2, -inf for
+  // an empty split) at workspace[MAX_SPLITS * qo_heads * HEAD_DIM + i].
+  //  1. The weights: thread threadIdx.x takes splits s = threadIdx.x, + THREADS, ...: w_s[s] = lse_s;
+  //     m = the largest lse of all (course::block_reduce_max, whose barriers make w_s visible); then
+  //     w_s[s] = 2^(lse_s - m) (course::ptx_exp2; 0 when m is -inf), and a __syncthreads().
+  //  2. The weighted sums: set `set` takes splits set, set + SETS, ...: float sum += w_s[s], float4
+  //     acc += w_s[s] * float4 number `lane` of state s's o. Keep those loads independent of each
+  //     other (#pragma unroll 8): the merge waits on memory, not on arithmetic.
+  //  3. finish_merge<T, HEAD_DIM>(o, lse, b * qo_heads + qh, acc, sum, m, acc_s, sum_s, lane, set): it
+  //     adds up the sets and writes o[b, qh, :] = acc / sum and lse[b, qh] = (m + log2(sum)) ln 2.
   (void)acc_s; (void)sum_s; (void)w_s; (void)lane; (void)set; (void)o; (void)lse; (void)workspace; (void)qh; (void)b;
 }
 
@@ -108,6 +303,7 @@ __global__ void __launch_bounds__(THREADS)
 
   const int kv_head = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group_row = lane / 4, pair = lane % 4;  // the lane's place in the mma tiles (attend_tile's layout)
   const int qo_heads = kv_heads * group;
   const int64_t row_stride = static_cast<int64_t>(kv_heads) * HEAD_DIM;  // one token slot of all KV heads
   if (phase == 1) {
@@ -115,18 +311,34 @@ __global__ void __launch_bounds__(THREADS)
     return;
   }
 
-  // TODO: this block's share of attention for query heads kv_head * group .. + group - 1 of
-  // request b: tokens [t0, t1) of the request, the split-th of `splits` ranges of whole tiles
-  // (at least MIN_SPLIT_TILES of them: the last splits of a short request can be empty).
-  //  1. len = (pages - 1) * page_size + kv_last_page_len[b], pages from kv_indptr.
-  //  2. Stage q's group rows in q_s (rows >= group zero), swizzled with swz<HEAD_DIM>.
-  //  3. Per tile of TILE tokens: cp.async (course::cp_async_zfill, zeros past t1) each token's K and
-  //     V row from its page into the stage's k_s / v_s; STAGES-deep ring, commit / wait, barriers.
-  //  4. Warp w takes tokens 16 w .. 16 w + 15 of the tile: S = Q K^T (ldmatrix + mma, K without
-  //     .trans), scale by scale_log2, -inf past t1, online softmax per row (m, d; rescale the
-  //     accumulators by 2^(m_old - m_new)), O += P V (P from S's registers, V with .trans).
-  //  5. Merge the 4 warps' states in shared memory; splits == 1: write o (as T) and lse (natural
-  //     log); else write the state (o, lse in base 2) to the workspace for merge_splits.
+  // TODO: this block's share of attention for query heads kv_head * group .. + group - 1 of request
+  // b over its tokens [t0, t1), and the block's state written out. Given above: stage_q, attend_tile
+  // (its comment gives the state's layout), park_warp_states and block_state.
+  //  1. The page table: pages = kv_indptr[b + 1] - kv_indptr[b], len = (pages - 1) * page_size +
+  //     kv_last_page_len[b] (0 without pages). The split's range, whole tiles: tiles = ceil(len / TILE),
+  //     per_split = max(MIN_SPLIT_TILES, ceil(tiles / splits)) * TILE, t0 = min(len, split * per_split),
+  //     t1 = min(len, t0 + per_split): the last splits of a short request are empty (no tile; m = -inf).
+  //  2. stage_q(q_s, q + (b * qo_heads + kv_head * group) * HEAD_DIM, group): GQA, one Q tile per group.
+  //  3. A loader of tile i into stage s: every (row, 16-byte chunk at col) of the TILE x HEAD_DIM tile,
+  //     consecutive threads along a row. Token t = t0 + i * TILE + row is in page p =
+  //     kv_indices[kv_indptr[b] + t / page_size]; its K row starts at kv_cache + (p * 2 * page_size +
+  //     t % page_size) * row_stride + kv_head * HEAD_DIM, its V row page_size * row_stride further.
+  //     Copy both with course::cp_async_zfill<16, course::CacheHint::cg>(dst, src, t < t1) to k_s and
+  //     v_s + s * TILE * HEAD_DIM + swz<HEAD_DIM>(row, col): past t1 it writes zeros and reads nothing
+  //     (pass kv_cache as src there: no page lookup for a token the request does not have).
+  //  4. The state: float o_acc[HEAD_DIM / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, d[2] = {}.
+  //     The pipeline, STAGES deep: load tiles 0 .. STAGES - 2, each followed by course::cp_async_commit()
+  //     (commit even when there is no such tile). Per tile: load tile + STAGES - 1 (if any) into stage
+  //     (tile + STAGES - 1) % STAGES, commit, course::cp_async_wait<STAGES - 1>(), __syncthreads(),
+  //     attend_tile<T, HEAD_DIM>(q_s, k_s and v_s of stage tile % STAGES, t0 + tile * TILE, t1,
+  //     scale_log2, o_acc, m, d), then __syncthreads() before that stage is refilled.
+  //  5. park_warp_states<HEAD_DIM>(o_acc, m, d, o_part, m_part, d_part, group, warp, group_row, pair).
+  //     Then for every (row < group, col < HEAD_DIM), spread over the block's threads: st =
+  //     block_state<HEAD_DIM>(o_part, m_part, d_part, group, row, col), query head qh = kv_head * group
+  //     + row. splits == 1: o[b, qh, col] = st.o[0] (as T) and lse[b, qh] = st.lse2() * course::LN2
+  //     (natural log). Else the split's partial state i = (b * splits + split) * qo_heads + qh, for
+  //     merge_splits: workspace[i * HEAD_DIM + col] = st.o[0] and, base 2,
+  //     workspace[MAX_SPLITS * qo_heads * HEAD_DIM + i] = st.lse2().
 }
 
 // How many splits. The grid runs in waves of `slots` = per_sm x SMs blocks at once. From two waves

@@ -19,12 +19,20 @@
 //
 // Design: a block of 4 warps per (KV head, request, split). The block's group query heads are the
 // rows of one 16-row mma tile (rows >= group are zeros), so one K tile feeds every query head of the
-// group: S = Q K^T and O += P V with mma.sync m16n8k16. Tiles of 64 tokens (16 per warp) come from the
-// pages with cp.async, 2 stages; each warp keeps its own online-softmax state for its 16 rows and the
-// 4 states merge through shared memory at the end. When batch * kv_heads blocks cannot fill the GPU,
-// each request is split into `splits` token ranges; each split writes its state (o, lse) to the
-// workspace and a second launch of the kernel (phase 1) merges them (course/attention.cuh). A merge
-// by the last block to arrive, in the same launch, was slower (benchmarks/read_bound: docs/decisions.md).
+// group. Tiles of 64 tokens (16 per warp) come from the pages with cp.async, 2 stages; each warp keeps
+// its own online-softmax state for its 16 rows and the 4 states merge through shared memory at the
+// end. When batch * kv_heads blocks cannot fill the GPU, each request is split into `splits` token
+// ranges; each split writes its state (o, lse) to the workspace and a second launch of the kernel
+// (phase 1) merges them (course/attention.cuh). A merge by the last block to arrive, in the same
+// launch, was slower (benchmarks/read_bound: docs/decisions.md).
+//
+// Given: attend_tile, one warp's tensor-core math on a tile (S = Q K^T, the online softmax on the mma
+// fragments, O += P V: FlashAttention-2's register layout, which Day 12 teaches), stage_q, the merge
+// of the 4 warps' states (park_warp_states, block_state), merge_splits' last step (finish_merge) and
+// the launcher. Yours (the TODOs): the request's length and the split's token range from the page
+// table, the paged cp.async tile loader, the STAGES-deep pipeline around attend_tile, writing the
+// state (o and lse, or the split's partial state in the workspace), and merge_splits' weights and
+// weighted sums (FlashInfer's MergeStates of the splits).
 //
 // Napkin math (Llama 3 8B: 32 query heads, 8 KV heads, head_dim 128, bf16): a token's K and V of one
 // KV head are 2 x 256 B; batch 64 x 4096 tokens reads 64 x 4096 x 8 x 512 B = 1.07 GB: ~255 us at
@@ -63,6 +71,185 @@ constexpr int smem_bytes() {
   return (16 + 2 * STAGES * TILE) * HEAD_DIM * static_cast<int>(sizeof(T));
 }
 
+// Given: the Q tile, q_s (16, HEAD_DIM) swizzled: row r < group is qg[r * HEAD_DIM ..] (the group's
+// query heads, neighbours in q), rows group .. 15 are zeros (their scores are 0 and never stored).
+// Plain stores: a __syncthreads() (the pipeline's first) makes them visible to the other warps.
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void stage_q(T* q_s, const T* qg, int group) {
+  constexpr int CHUNKS = HEAD_DIM / 8;  // 16-byte chunks per row
+  for (int v = threadIdx.x; v < 16 * CHUNKS; v += THREADS) {
+    const int row = v / CHUNKS, col = v % CHUNKS * 8;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (row < group) val = *reinterpret_cast<const uint4*>(qg + row * HEAD_DIM + col);
+    *reinterpret_cast<uint4*>(q_s + swz<HEAD_DIM>(row, col)) = val;
+  }
+}
+
+// Given, a black box today (Day 12 opens it): one warp's share of a K/V tile on the tensor cores.
+// Warp w adds tokens first + 16 w .. first + 16 w + 15 to its online-softmax state of the 16 rows of
+// q_s: S = Q K^T (ldmatrix + mma.sync m16n8k16), scaled by scale_log2 (base 2) and -inf for tokens
+// >= t1; m_new = max(m, row max of S); o_acc and d *= 2^(m - m_new); P = 2^(S - m_new); d += P's row
+// sums; O += P V, P taken from S's registers and V through ldmatrix.trans.
+//   In:  q_s (16, HEAD_DIM), ks and vs (TILE, HEAD_DIM) of one stage, all shared and swizzled with
+//        swz, landed and visible to every warp (after the wait and the __syncthreads()). Rows of
+//        tokens >= t1 must be finite: zero-filled.
+//   The state, per lane (the mma's C layout, course/mma.cuh), rows r0 = lane / 4 and r1 = r0 + 8:
+//        o_acc[n][0..1] = O[r0][8 n + 2 (lane % 4) + 0..1], o_acc[n][2..3] the same columns of r1,
+//        n = 0 .. HEAD_DIM / 8 - 1, not yet divided by d; m[0], m[1]: the largest base-2 score of rows
+//        r0, r1 so far (the same in the 4 lanes of a quad); d[0], d[1]: this lane's part of the rows'
+//        sums of 2^(s - m) (the quad's 4 lanes add up to d). Start from o_acc = 0, m = -inf, d = 0.
+// Every lane of every warp calls it (mma.sync and shuffles); it only reads shared memory.
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void attend_tile(const T* q_s, const T* ks, const T* vs, int first, int t1, float scale_log2,
+                                            float (&o_acc)[HEAD_DIM / 8][4], float (&m)[2], float (&d)[2]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int pair = lane % 4;
+  // S (16 rows, 16 tokens) as two n tiles of 8 tokens. K is stored [token][dim] = [n][k]: the mma's
+  // "col" B operand, ldmatrix without .trans (lane gives token l % 8 + (l / 16) * 8 at dim chunk
+  // (l / 8) % 2 of the step: bk[0..1] are tokens 0-7, bk[2..3] tokens 8-15).
+  float s[2][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+    uint32_t qa[4], bk[4];
+    course::ldmatrix_x4(qa, q_s + swz<HEAD_DIM>(lane % 16, kk * 16 + (lane / 16) * 8));
+    course::ldmatrix_x4(bk, ks + swz<HEAD_DIM>(16 * warp + lane % 8 + (lane / 16) * 8, kk * 16 + (lane / 8 % 2) * 8));
+    const uint32_t b_lo[2] = {bk[0], bk[1]}, b_hi[2] = {bk[2], bk[3]};
+    course::mma_m16n8k16<T>(s[0], qa, b_lo);
+    course::mma_m16n8k16<T>(s[1], qa, b_hi);
+  }
+  // s[j][e]: row lane / 4 + 8 (e / 2), token 16 warp + 8 j + 2 pair + e % 2 of the tile.
+  const int tok0 = first + 16 * warp + 2 * pair;
+  float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = tok0 + 8 * j + e % 2 < t1 ? s[j][e] * scale_log2 : -INFINITY;
+      row_max[e / 2] = fmaxf(row_max[e / 2], s[j][e]);
+    }
+  float rescale[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // The 4 lanes of a quad hold one row's 16 tokens.
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+    const float m_new = fmaxf(m[r], row_max[r]);
+    // Nothing seen yet (m_new = -inf): keep everything at 0 and avoid -inf - -inf = NaN.
+    rescale[r] = m_new == -INFINITY ? 1.0f : course::ptx_exp2(m[r] - m_new);
+    m[r] = m_new;
+    d[r] *= rescale[r];
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float shift = m[e / 2] == -INFINITY ? 0.0f : m[e / 2];
+      s[j][e] = course::ptx_exp2(s[j][e] - shift);  // 2^-inf = 0 for masked tokens
+      d[e / 2] += s[j][e];
+    }
+#pragma unroll
+  for (int n = 0; n < HEAD_DIM / 8; ++n) {
+    o_acc[n][0] *= rescale[0];
+    o_acc[n][1] *= rescale[0];
+    o_acc[n][2] *= rescale[1];
+    o_acc[n][3] *= rescale[1];
+  }
+  // P's C layout is the A layout of the next mma (FlashAttention-2's register reuse): tokens 0-7 of
+  // the step are s[0], tokens 8-15 are s[1]; rounded to T, as the tensor cores need.
+  const uint32_t pa[4] = {course::pack2<T>(s[0][0], s[0][1]), course::pack2<T>(s[0][2], s[0][3]),
+                          course::pack2<T>(s[1][0], s[1][1]), course::pack2<T>(s[1][2], s[1][3])};
+  // O += P V: V is stored [token][dim] = [k][n], so .trans (lane gives token l % 16 at dim chunk l / 16).
+#pragma unroll
+  for (int nd = 0; nd < HEAD_DIM / 16; ++nd) {
+    uint32_t bv[4];
+    course::ldmatrix_x4_trans(bv, vs + swz<HEAD_DIM>(16 * warp + lane % 16, nd * 16 + (lane / 16) * 8));
+    const uint32_t b_lo[2] = {bv[0], bv[1]}, b_hi[2] = {bv[2], bv[3]};
+    course::mma_m16n8k16<T>(o_acc[2 * nd], pa, b_lo);
+    course::mma_m16n8k16<T>(o_acc[2 * nd + 1], pa, b_hi);
+  }
+}
+
+// Given: the 4 warps' states of the block merged into one per query head. park_warp_states waits for
+// every copy still in flight and for every warp (it reuses the K/V stages as o_part), then parks each
+// warp's rows < group in shared memory: its o divided by its d, its m and its d (warp, group_row and
+// pair: the lane's place in attend_tile's layout). Then block_state(row, col) merges the WARPS parked
+// states of element (row, col) of the group's O into one course::softmax_state<1>: o[0] the output,
+// lse2() = m + log2(d) the row's lse in base 2.
+template <int HEAD_DIM>
+__device__ __forceinline__ void park_warp_states(const float (&o_acc)[HEAD_DIM / 8][4], const float (&m)[2],
+                                                 const float (&d)[2], float* o_part, float (*m_part)[MAX_GROUP],
+                                                 float (*d_part)[MAX_GROUP], int group, int warp, int group_row,
+                                                 int pair) {
+  course::cp_async_wait<0>();  // (only empty groups can be left; the stages are reused below)
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float dr = d[r];
+    dr += __shfl_xor_sync(0xffffffffu, dr, 1);
+    dr += __shfl_xor_sync(0xffffffffu, dr, 2);
+    const int row = group_row + 8 * r;
+    if (row < group) {
+      const float inv = dr > 0.0f ? 1.0f / dr : 0.0f;
+#pragma unroll
+      for (int n = 0; n < HEAD_DIM / 8; ++n) {
+        float* dst = o_part + (warp * group + row) * HEAD_DIM + 8 * n + 2 * pair;
+        dst[0] = o_acc[n][2 * r] * inv;
+        dst[1] = o_acc[n][2 * r + 1] * inv;
+      }
+      if (pair == 0) {
+        m_part[warp][row] = m[r];
+        d_part[warp][row] = dr;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+template <int HEAD_DIM>
+__device__ __forceinline__ course::softmax_state<1> block_state(const float* o_part, const float (*m_part)[MAX_GROUP],
+                                                                const float (*d_part)[MAX_GROUP], int group, int row,
+                                                                int col) {
+  course::softmax_state<1> st;
+  st.init();
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) {
+    const float ow[1] = {o_part[(w * group + row) * HEAD_DIM + col]};
+    st.merge(ow, m_part[w][row], d_part[w][row]);
+  }
+  return st;
+}
+
+// Given: the end of merge_splits. Each thread brings its set's sums over the set's splits (acc: floats
+// 4 lane .. 4 lane + 3 of sum_s w_s o_s; sum: sum_s w_s) and m, the largest lse. The sets add up
+// through shared memory; then set 0 writes o[out, 4 lane .. 4 lane + 3] = acc / sum (as T) and lane 0
+// lse[out] = (m + log2(sum)) ln 2, in natural log (no token at all, sum = 0: o = 0, lse = -inf).
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void finish_merge(T* __restrict__ o, float* __restrict__ lse, int64_t out, float4 acc,
+                                             float sum, float m, float4* acc_s, float* sum_s, int lane, int set) {
+  constexpr int LANES = HEAD_DIM / 4, SETS = THREADS / LANES;
+  acc_s[set * LANES + lane] = acc;
+  if (lane == 0) sum_s[set] = sum;
+  __syncthreads();
+  if (set == 0) {
+#pragma unroll
+    for (int g = 1; g < SETS; ++g) {
+      const float4 x = acc_s[g * LANES + lane];
+      acc.x += x.x;
+      acc.y += x.y;
+      acc.z += x.z;
+      acc.w += x.w;
+      sum += sum_s[g];
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    T* dst = o + out * HEAD_DIM + 4 * lane;
+    dst[0] = course::from_float<T>(acc.x * inv);
+    dst[1] = course::from_float<T>(acc.y * inv);
+    dst[2] = course::from_float<T>(acc.z * inv);
+    dst[3] = course::from_float<T>(acc.w * inv);
+    if (lane == 0) lse[out] = sum > 0.0f ? (m + log2f(sum)) * course::LN2 : -INFINITY;
+  }
+}
+
 // Phase 1, a second launch of the same kernel with one block per (query head, request): merge the
 // `splits` partial states in the workspace (FlashInfer cascade.cuh's MergeStates). One kernel with
 // two phases rather than two kernels: the grader's SASS check looks for the pipeline in every kernel.
@@ -70,9 +257,9 @@ template <typename T, int HEAD_DIM>
 __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restrict__ lse,
                                              const float* __restrict__ workspace, int qo_heads, int splits) {
   // The block's threads are LANES columns of 4 floats (a row of o) times SETS sets of splits: set g
-  // takes splits g, g + SETS, ... and the sets add up through shared memory. First every split's
-  // weight 2^(lse - max) goes to shared memory (one load per thread and split, all at once); then
-  // the o rows, 8 loads in flight per thread. A merge that carries one state from split to split
+  // takes splits g, g + SETS, ... and the sets add up through shared memory (finish_merge). First every
+  // split's weight 2^(lse - max) goes to shared memory (one load per thread and split, all at once);
+  // then the o rows, 8 loads in flight per thread. A merge that carries one state from split to split
   // (softmax_state::merge_lse) waits a full L2 round trip per split (with 32 splits that took 24 us
   // on the H200, a third of the call).
   constexpr int LANES = HEAD_DIM / 4, SETS = THREADS / LANES;
@@ -82,9 +269,17 @@ __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restric
   float* w_s = sum_s + SETS;                                      // (splits) weights
   const int qh = blockIdx.x, b = blockIdx.y, lane = threadIdx.x % LANES, set = threadIdx.x / LANES;
   // BEGIN SOLUTION
-  // STUB: // TODO: merge the states (workspace o, base-2 lse) of splits 0 .. splits - 1 of (b, qh): the
-  // STUB: // largest lse m, then o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m); write o[b, qh, :] (as T)
-  // STUB: // and lse = m + log2(sum) in natural log. Keep the loads independent of each other.
+  // STUB: // TODO: MergeStates of the partial states of splits s = 0 .. splits - 1 of (b, qh). State i =
+  // STUB: // (b * splits + s) * qo_heads + qh: its o at workspace[i * HEAD_DIM ..], its lse (base 2, -inf for
+  // STUB: // an empty split) at workspace[MAX_SPLITS * qo_heads * HEAD_DIM + i].
+  // STUB: //  1. The weights: thread threadIdx.x takes splits s = threadIdx.x, + THREADS, ...: w_s[s] = lse_s;
+  // STUB: //     m = the largest lse of all (course::block_reduce_max, whose barriers make w_s visible); then
+  // STUB: //     w_s[s] = 2^(lse_s - m) (course::ptx_exp2; 0 when m is -inf), and a __syncthreads().
+  // STUB: //  2. The weighted sums: set `set` takes splits set, set + SETS, ...: float sum += w_s[s], float4
+  // STUB: //     acc += w_s[s] * float4 number `lane` of state s's o. Keep those loads independent of each
+  // STUB: //     other (#pragma unroll 8): the merge waits on memory, not on arithmetic.
+  // STUB: //  3. finish_merge<T, HEAD_DIM>(o, lse, b * qo_heads + qh, acc, sum, m, acc_s, sum_s, lane, set): it
+  // STUB: //     adds up the sets and writes o[b, qh, :] = acc / sum and lse[b, qh] = (m + log2(sum)) ln 2.
   // STUB: (void)acc_s; (void)sum_s; (void)w_s; (void)lane; (void)set; (void)o; (void)lse; (void)workspace; (void)qh; (void)b;
   const float* ws_lse = workspace + static_cast<int64_t>(MAX_SPLITS) * qo_heads * HEAD_DIM;
   const int64_t first = static_cast<int64_t>(b) * splits * qo_heads + qh;  // state i = first + s * qo_heads
@@ -109,28 +304,7 @@ __device__ __forceinline__ void merge_splits(T* __restrict__ o, float* __restric
     acc.z += w * x.z;
     acc.w += w * x.w;
   }
-  acc_s[set * LANES + lane] = acc;
-  if (lane == 0) sum_s[set] = sum;
-  __syncthreads();
-  if (set == 0) {
-#pragma unroll
-    for (int g = 1; g < SETS; ++g) {
-      const float4 x = acc_s[g * LANES + lane];
-      acc.x += x.x;
-      acc.y += x.y;
-      acc.z += x.z;
-      acc.w += x.w;
-      sum += sum_s[g];
-    }
-    const int64_t out = static_cast<int64_t>(b) * qo_heads + qh;
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    T* dst = o + out * HEAD_DIM + 4 * lane;
-    dst[0] = course::from_float<T>(acc.x * inv);
-    dst[1] = course::from_float<T>(acc.y * inv);
-    dst[2] = course::from_float<T>(acc.z * inv);
-    dst[3] = course::from_float<T>(acc.w * inv);
-    if (lane == 0) lse[out] = sum > 0.0f ? (m + log2f(sum)) * course::LN2 : -INFINITY;
-  }
+  finish_merge<T, HEAD_DIM>(o, lse, static_cast<int64_t>(b) * qo_heads + qh, acc, sum, m, acc_s, sum_s, lane, set);
   // END SOLUTION
 }
 
@@ -154,6 +328,7 @@ __global__ void __launch_bounds__(THREADS)
 
   const int kv_head = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group_row = lane / 4, pair = lane % 4;  // the lane's place in the mma tiles (attend_tile's layout)
   const int qo_heads = kv_heads * group;
   const int64_t row_stride = static_cast<int64_t>(kv_heads) * HEAD_DIM;  // one token slot of all KV heads
   if (phase == 1) {
@@ -162,40 +337,45 @@ __global__ void __launch_bounds__(THREADS)
   }
 
   // BEGIN SOLUTION
-  // STUB: // TODO: this block's share of attention for query heads kv_head * group .. + group - 1 of
-  // STUB: // request b: tokens [t0, t1) of the request, the split-th of `splits` ranges of whole tiles
-  // STUB: // (at least MIN_SPLIT_TILES of them: the last splits of a short request can be empty).
-  // STUB: //  1. len = (pages - 1) * page_size + kv_last_page_len[b], pages from kv_indptr.
-  // STUB: //  2. Stage q's group rows in q_s (rows >= group zero), swizzled with swz<HEAD_DIM>.
-  // STUB: //  3. Per tile of TILE tokens: cp.async (course::cp_async_zfill, zeros past t1) each token's K and
-  // STUB: //     V row from its page into the stage's k_s / v_s; STAGES-deep ring, commit / wait, barriers.
-  // STUB: //  4. Warp w takes tokens 16 w .. 16 w + 15 of the tile: S = Q K^T (ldmatrix + mma, K without
-  // STUB: //     .trans), scale by scale_log2, -inf past t1, online softmax per row (m, d; rescale the
-  // STUB: //     accumulators by 2^(m_old - m_new)), O += P V (P from S's registers, V with .trans).
-  // STUB: //  5. Merge the 4 warps' states in shared memory; splits == 1: write o (as T) and lse (natural
-  // STUB: //     log); else write the state (o, lse in base 2) to the workspace for merge_splits.
-  const int page0 = kv_indptr[b];
-  const int pages = kv_indptr[b + 1] - page0;
+  // STUB: // TODO: this block's share of attention for query heads kv_head * group .. + group - 1 of request
+  // STUB: // b over its tokens [t0, t1), and the block's state written out. Given above: stage_q, attend_tile
+  // STUB: // (its comment gives the state's layout), park_warp_states and block_state.
+  // STUB: //  1. The page table: pages = kv_indptr[b + 1] - kv_indptr[b], len = (pages - 1) * page_size +
+  // STUB: //     kv_last_page_len[b] (0 without pages). The split's range, whole tiles: tiles = ceil(len / TILE),
+  // STUB: //     per_split = max(MIN_SPLIT_TILES, ceil(tiles / splits)) * TILE, t0 = min(len, split * per_split),
+  // STUB: //     t1 = min(len, t0 + per_split): the last splits of a short request are empty (no tile; m = -inf).
+  // STUB: //  2. stage_q(q_s, q + (b * qo_heads + kv_head * group) * HEAD_DIM, group): GQA, one Q tile per group.
+  // STUB: //  3. A loader of tile i into stage s: every (row, 16-byte chunk at col) of the TILE x HEAD_DIM tile,
+  // STUB: //     consecutive threads along a row. Token t = t0 + i * TILE + row is in page p =
+  // STUB: //     kv_indices[kv_indptr[b] + t / page_size]; its K row starts at kv_cache + (p * 2 * page_size +
+  // STUB: //     t % page_size) * row_stride + kv_head * HEAD_DIM, its V row page_size * row_stride further.
+  // STUB: //     Copy both with course::cp_async_zfill<16, course::CacheHint::cg>(dst, src, t < t1) to k_s and
+  // STUB: //     v_s + s * TILE * HEAD_DIM + swz<HEAD_DIM>(row, col): past t1 it writes zeros and reads nothing
+  // STUB: //     (pass kv_cache as src there: no page lookup for a token the request does not have).
+  // STUB: //  4. The state: float o_acc[HEAD_DIM / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, d[2] = {}.
+  // STUB: //     The pipeline, STAGES deep: load tiles 0 .. STAGES - 2, each followed by course::cp_async_commit()
+  // STUB: //     (commit even when there is no such tile). Per tile: load tile + STAGES - 1 (if any) into stage
+  // STUB: //     (tile + STAGES - 1) % STAGES, commit, course::cp_async_wait<STAGES - 1>(), __syncthreads(),
+  // STUB: //     attend_tile<T, HEAD_DIM>(q_s, k_s and v_s of stage tile % STAGES, t0 + tile * TILE, t1,
+  // STUB: //     scale_log2, o_acc, m, d), then __syncthreads() before that stage is refilled.
+  // STUB: //  5. park_warp_states<HEAD_DIM>(o_acc, m, d, o_part, m_part, d_part, group, warp, group_row, pair).
+  // STUB: //     Then for every (row < group, col < HEAD_DIM), spread over the block's threads: st =
+  // STUB: //     block_state<HEAD_DIM>(o_part, m_part, d_part, group, row, col), query head qh = kv_head * group
+  // STUB: //     + row. splits == 1: o[b, qh, col] = st.o[0] (as T) and lse[b, qh] = st.lse2() * course::LN2
+  // STUB: //     (natural log). Else the split's partial state i = (b * splits + split) * qo_heads + qh, for
+  // STUB: //     merge_splits: workspace[i * HEAD_DIM + col] = st.o[0] and, base 2,
+  // STUB: //     workspace[MAX_SPLITS * qo_heads * HEAD_DIM + i] = st.lse2().
+  const int page0 = kv_indptr[b], pages = kv_indptr[b + 1] - page0;  // the request's pages in kv_indices
   const int len = pages > 0 ? (pages - 1) * page_size + kv_last_page_len[b] : 0;
-  // Whole tiles per split, at least MIN_SPLIT_TILES: a short request leaves its last splits empty
-  // (their state: m = -inf, weight 0 in the merge).
-  const int tiles = (len + TILE - 1) / TILE;
+  const int tiles = (len + TILE - 1) / TILE;  // whole tiles per split: a short request's last splits are empty
   const int per_split = max(MIN_SPLIT_TILES, (tiles + splits - 1) / splits) * TILE;
   const int t0 = min(len, split * per_split), t1 = min(len, t0 + per_split);
   const int num_tiles = (t1 - t0 + TILE - 1) / TILE;
 
-  // Q: rows < group are the group's query heads, the rest zeros (their scores are 0 and never stored).
   const T* qg = q + (static_cast<int64_t>(b) * qo_heads + static_cast<int64_t>(kv_head) * group) * HEAD_DIM;
-  for (int v = threadIdx.x; v < 16 * CHUNKS; v += THREADS) {
-    const int row = v / CHUNKS, col = v % CHUNKS * 8;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (row < group) val = *reinterpret_cast<const uint4*>(qg + row * HEAD_DIM + col);
-    *reinterpret_cast<uint4*>(q_s + swz<HEAD_DIM>(row, col)) = val;
-  }
+  stage_q<T, HEAD_DIM>(q_s, qg, group);  // GQA: the group's query heads are the rows of one Q tile
 
-  // One tile's K and V rows into `stage`: 16-byte chunks, consecutive threads along a row (one
-  // token's 2 x HEAD_DIM bytes of this KV head are contiguous in its page). Past t1: zeros, no read.
-  auto load_tile = [&](int tile, int stage) {
+  auto load_tile = [&](int tile, int stage) {  // threads along a token's row (contiguous in its page)
     for (int v = threadIdx.x; v < TILE * CHUNKS; v += THREADS) {
       const int row = v / CHUNKS, col = v % CHUNKS * 8;
       const int t = t0 + tile * TILE + row;
@@ -212,135 +392,35 @@ __global__ void __launch_bounds__(THREADS)
     }
   };
 
-  // Per lane: rows group_row (r = 0) and group_row + 8 (r = 1) of the mma tiles (course/mma.cuh).
-  const int group_row = lane / 4, pair = lane % 4;
-  float o_acc[HEAD_DIM / 8][4];  // O (16, HEAD_DIM) of this warp's tokens, C layout, n tiles of 8
-#pragma unroll
-  for (int n = 0; n < HEAD_DIM / 8; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, d[2] = {0.0f, 0.0f};  // this lane's share of d; m is per row
-
+  float o_acc[HEAD_DIM / 8][4] = {};  // this warp's O and softmax state, in attend_tile's layout
+  float m[2] = {-INFINITY, -INFINITY}, d[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < num_tiles) load_tile(st, st);
     course::cp_async_commit();
   }
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    // Issue the tile STAGES - 1 ahead into the stage computed on last iteration (freed by its final
-    // barrier), then wait for this tile's group: all but the newest STAGES - 1 groups have landed.
+  for (int tile = 0; tile < num_tiles; ++tile) {  // refill the stage freed at the last barrier, STAGES - 1 ahead
     if (tile + STAGES - 1 < num_tiles) load_tile(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
     course::cp_async_commit();
-    course::cp_async_wait<STAGES - 1>();
+    course::cp_async_wait<STAGES - 1>();  // this tile's copies landed: all but the newest STAGES - 1 groups
     __syncthreads();  // every thread's copies (and, the first time, q_s) are visible to all warps
-
     const T* ks = k_s + (tile % STAGES) * TILE * HEAD_DIM;
     const T* vs = v_s + (tile % STAGES) * TILE * HEAD_DIM;
-    // S (16 rows, 16 tokens) = Q K^T: two n tiles of 8 tokens. K is stored [token][dim] = [n][k]:
-    // the mma's "col" B operand, ldmatrix without .trans (lane gives token l % 8 + (l / 16) * 8 at
-    // dim chunk (l / 8) % 2 of the step: bk[0..1] are tokens 0-7, bk[2..3] tokens 8-15).
-    float s[2][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-      uint32_t qa[4], bk[4];
-      course::ldmatrix_x4(qa, q_s + swz<HEAD_DIM>(lane % 16, kk * 16 + (lane / 16) * 8));
-      course::ldmatrix_x4(bk, ks + swz<HEAD_DIM>(16 * warp + lane % 8 + (lane / 16) * 8, kk * 16 + (lane / 8 % 2) * 8));
-      const uint32_t b_lo[2] = {bk[0], bk[1]}, b_hi[2] = {bk[2], bk[3]};
-      course::mma_m16n8k16<T>(s[0], qa, b_lo);
-      course::mma_m16n8k16<T>(s[1], qa, b_hi);
-    }
-    // s[j][e]: row group_row + 8 (e / 2), token 16 warp + 8 j + 2 pair + e % 2 of the tile.
-    const int tok0 = t0 + tile * TILE + 16 * warp + 2 * pair;
-    float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = tok0 + 8 * j + e % 2 < t1 ? s[j][e] * scale_log2 : -INFINITY;
-        row_max[e / 2] = fmaxf(row_max[e / 2], s[j][e]);
-      }
-    float rescale[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      // The 4 lanes of a quad hold one row's 16 tokens.
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
-      const float m_new = fmaxf(m[r], row_max[r]);
-      // Nothing seen yet (m_new = -inf): keep everything at 0 and avoid -inf - -inf = NaN.
-      rescale[r] = m_new == -INFINITY ? 1.0f : course::ptx_exp2(m[r] - m_new);
-      m[r] = m_new;
-      d[r] *= rescale[r];
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float shift = m[e / 2] == -INFINITY ? 0.0f : m[e / 2];
-        s[j][e] = course::ptx_exp2(s[j][e] - shift);  // 2^-inf = 0 for masked tokens
-        d[e / 2] += s[j][e];
-      }
-#pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n) {
-      o_acc[n][0] *= rescale[0];
-      o_acc[n][1] *= rescale[0];
-      o_acc[n][2] *= rescale[1];
-      o_acc[n][3] *= rescale[1];
-    }
-    // P's C layout is the A layout of the next mma (FlashAttention-2's register reuse): tokens 0-7 of
-    // the step are s[0], tokens 8-15 are s[1]; rounded to T, as the tensor cores need.
-    const uint32_t pa[4] = {course::pack2<T>(s[0][0], s[0][1]), course::pack2<T>(s[0][2], s[0][3]),
-                            course::pack2<T>(s[1][0], s[1][1]), course::pack2<T>(s[1][2], s[1][3])};
-    // O += P V: V is stored [token][dim] = [k][n], so .trans (lane gives token l % 16 at dim chunk l / 16).
-#pragma unroll
-    for (int nd = 0; nd < HEAD_DIM / 16; ++nd) {
-      uint32_t bv[4];
-      course::ldmatrix_x4_trans(bv, vs + swz<HEAD_DIM>(16 * warp + lane % 16, nd * 16 + (lane / 16) * 8));
-      const uint32_t b_lo[2] = {bv[0], bv[1]}, b_hi[2] = {bv[2], bv[3]};
-      course::mma_m16n8k16<T>(o_acc[2 * nd], pa, b_lo);
-      course::mma_m16n8k16<T>(o_acc[2 * nd + 1], pa, b_hi);
-    }
+    // S (16 rows, 16 tokens) = Q K^T, the online softmax and O += P V on this warp's 16 tokens.
+    attend_tile<T, HEAD_DIM>(q_s, ks, vs, t0 + tile * TILE, t1, scale_log2, o_acc, m, d);
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
-  course::cp_async_wait<0>();  // (only empty groups can be left; the tiles are reused below)
-  __syncthreads();
 
-  // Merge the 4 warps' states: each warp parks its rows (o normalised by its d, m, d) in shared memory.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    d[r] += __shfl_xor_sync(0xffffffffu, d[r], 1);
-    d[r] += __shfl_xor_sync(0xffffffffu, d[r], 2);
-    const int row = group_row + 8 * r;
-    if (row < group) {
-      const float inv = d[r] > 0.0f ? 1.0f / d[r] : 0.0f;
-#pragma unroll
-      for (int n = 0; n < HEAD_DIM / 8; ++n) {
-        float* dst = o_part + (warp * group + row) * HEAD_DIM + 8 * n + 2 * pair;
-        dst[0] = o_acc[n][2 * r] * inv;
-        dst[1] = o_acc[n][2 * r + 1] * inv;
-      }
-      if (pair == 0) {
-        m_part[warp][row] = m[r];
-        d_part[warp][row] = d[r];
-      }
-    }
-  }
-  __syncthreads();
-
-  const int64_t qh0 = static_cast<int64_t>(kv_head) * group;
-  for (int v = threadIdx.x; v < group * HEAD_DIM; v += THREADS) {
+  park_warp_states<HEAD_DIM>(o_acc, m, d, o_part, m_part, d_part, group, warp, group_row, pair);
+  for (int v = threadIdx.x; v < group * HEAD_DIM; v += THREADS) {  // one state per query head, written out
     const int row = v / HEAD_DIM, col = v % HEAD_DIM;
-    course::softmax_state<1> st;
-    st.init();
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) {
-      const float ow[1] = {o_part[(w * group + row) * HEAD_DIM + col]};
-      st.merge(ow, m_part[w][row], d_part[w][row]);
-    }
-    const int64_t qh = qh0 + row;
+    const course::softmax_state<1> st = block_state<HEAD_DIM>(o_part, m_part, d_part, group, row, col);
+    const int64_t qh = static_cast<int64_t>(kv_head) * group + row;
     if (splits == 1) {
       o[(b * static_cast<int64_t>(qo_heads) + qh) * HEAD_DIM + col] = course::from_float<T>(st.o[0]);
       if (col == 0) lse[b * static_cast<int64_t>(qo_heads) + qh] = st.lse2() * course::LN2;
     } else {
-      // Partial state i of the workspace: o at i * HEAD_DIM, lse (base 2) after all MAX_SPLITS * qo_heads.
-      const int64_t i = (static_cast<int64_t>(b) * splits + split) * qo_heads + qh;
+      const int64_t i = (static_cast<int64_t>(b) * splits + split) * qo_heads + qh;  // partial state i
       workspace[i * HEAD_DIM + col] = st.o[0];
       if (col == 0) workspace[static_cast<int64_t>(MAX_SPLITS) * qo_heads * HEAD_DIM + i] = st.lse2();
     }
