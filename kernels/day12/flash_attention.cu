@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash fdc474f61857).
+// Your exercise: fill in the TODOs. Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash a27a5cbb2e83).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
@@ -15,6 +15,12 @@
 // j <= i + seq_kv - seq_q (the last query sees every key; with seq_q = seq_kv the usual triangle).
 // A query that may attend no key at all (i + seq_kv - seq_q < 0, or seq_kv = 0) gets o = 0 and
 // lse = -inf, as FlashInfer returns them. sm_scale must be > 0.
+//
+// The exercise: the body of attend_tile (one warp's S = Q K^T, online softmax and O += P V on the mma
+// fragments of one K/V tile) and the tile loop of flash_attention_kernel (the cp.async ring's waits,
+// barriers and refills around attend_tile). The rest of this file is given: the copies (load_q,
+// KvTileLoader), the lanes' ldmatrix addresses (FragAddrs), the mask (mask_scores), the limits of the
+// loop, the epilogue and the launcher.
 //
 // Design (kernels/day12 v1-v3 build up its parts with 8 warps of 16 rows): a block of 4 warps takes
 // 128 query rows of one (request, query head); warp w owns rows 32 w .. 32 w + 31 as 2 m tiles of 16
@@ -124,37 +130,145 @@ __device__ __forceinline__ KeyRange key_range(int q0, int seq_q, int seq_kv, boo
   return {max(0, min(seq_kv, last_row + off + 1)), max(0, min(seq_kv, q0 + off + 1))};
 }
 
+// Given. Q's BLOCK_Q rows from q0 on into q_s (swizzled), as 16-byte cp.async; rows past seq_q are
+// zero-filled (their scores are computed, never stored). Thread i moves chunk i % CHUNKS of rows
+// i / CHUNKS, + ROW_STEP, ... Commits nothing: the caller closes the group.
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void load_q(T* q_s, const T* q_rows, const T* q, int q0, int seq_q, int64_t q_stride) {
+  constexpr int CHUNKS = HEAD_DIM / 8, ROW_STEP = THREADS / CHUNKS;
+  const int ch = threadIdx.x % CHUNKS, r0 = threadIdx.x / CHUNKS;
+#pragma unroll
+  for (int i = 0; i < BLOCK_Q / ROW_STEP; ++i) {
+    const int r = r0 + i * ROW_STEP;
+    const bool valid = q0 + r < seq_q;
+    const T* src = valid ? q_rows + static_cast<int64_t>(q0 + r) * q_stride + ch * 8 : q;
+    course::cp_async_zfill<16, course::CacheHint::cg>(q_s + swz<HEAD_DIM>(r, ch * 8), src, valid);
+  }
+}
+
+// Given. The copies of the cp.async ring: load(tile) issues the BLOCK_KV rows of K and of V from key
+// tile * BLOCK_KV on into stage tile % STAGES of the ring (K at ring + stage 2 TILE, V at + TILE, both
+// swizzled), zero-filling rows past seq_kv (masked: never counted). It commits nothing: the caller
+// commits one group per tile. Thread i moves chunk i % CHUNKS of rows r0 = i / CHUNKS, + ROW_STEP, ...;
+// .cg (L2 only): other blocks, not this SM, read the same K and V again. The thread's rows share one
+// swizzle (ROW_STEP is a multiple of 8), so its shared address and its two source pointers are
+// computed once, here; per tile only the tile's offset is added.
+template <typename T, int HEAD_DIM>
+struct KvTileLoader {
+  static constexpr int CHUNKS = HEAD_DIM / 8;  // 16-byte chunks per row
+  uint32_t dst;       // the thread's first chunk in stage 0's K tile (32-bit shared address)
+  const T* k_thr;     // its first chunk of key r0 of the head in k (v_thr: in v)
+  const T* v_thr;
+  const T* k_any;     // a valid address, the source of a zero-filled copy (v_any: for V)
+  const T* v_any;
+  int64_t kv_stride;  // elements from one key to the next
+  int r0, seq_kv;
+
+  __device__ __forceinline__ KvTileLoader(T* ring, const T* k_rows, const T* v_rows, const T* k, const T* v,
+                                          int64_t kv_stride, int seq_kv)
+      : k_any(k), v_any(v), kv_stride(kv_stride), r0(threadIdx.x / CHUNKS), seq_kv(seq_kv) {
+    const int ch = threadIdx.x % CHUNKS;
+    dst = course::smem_u32(ring + swz<HEAD_DIM>(r0, ch * 8));
+    const int64_t thr_off = static_cast<int64_t>(r0) * kv_stride + ch * 8;
+    k_thr = k_rows + thr_off;
+    v_thr = v_rows + thr_off;
+  }
+
+  __device__ __forceinline__ void load(int tile) const {
+    constexpr int ROW_STEP = THREADS / CHUNKS, TILE = BLOCK_KV * HEAD_DIM;
+    const uint32_t stage = dst + (tile % STAGES) * 2 * TILE * static_cast<int>(sizeof(T));
+    const int k0 = tile * BLOCK_KV;
+    const int64_t tile_off = static_cast<int64_t>(k0) * kv_stride;
+    const int64_t row_step = static_cast<int64_t>(ROW_STEP) * kv_stride;
+#pragma unroll
+    for (int i = 0; i < BLOCK_KV / ROW_STEP; ++i) {
+      const bool valid = k0 + r0 + i * ROW_STEP < seq_kv;  // zeros past seq_kv (masked: never counted)
+      const T* ksrc = valid ? k_thr + tile_off + i * row_step : k_any;
+      const T* vsrc = valid ? v_thr + tile_off + i * row_step : v_any;
+      cp_async16(stage + i * ROW_STEP * HEAD_DIM * static_cast<int>(sizeof(T)), ksrc, valid);
+      cp_async16(stage + (TILE + i * ROW_STEP * HEAD_DIM) * static_cast<int>(sizeof(T)), vsrc, valid);
+    }
+  }
+};
+
+// Given. A lane's ldmatrix addresses in q_s and in one K/V tile (Day 9's lane mapping on the swizzled
+// layout), as 32-bit shared addresses computed once per tile. Rows are 2 HEAD_DIM bytes (a multiple of
+// 128) and the swizzle only permutes a row's 16-byte chunks: the chunk (2 kk + c) ^ (row % 8) of k step
+// kk is (2 kk) ^ (c ^ row % 8), so the address of step kk is the step-0 address XOR 32 kk bytes, and 16
+// rows on is + 16 rows of bytes: one LOP3 or IADD per ldmatrix, no register per k step.
+template <typename T, int HEAD_DIM>
+struct FragAddrs {
+  static constexpr int ROWS16 = 16 * HEAD_DIM * static_cast<int>(sizeof(T));  // bytes of 16 rows
+  uint32_t q_addr, k_addr, v_addr;  // k step 0, m tile 0, key 0
+
+  __device__ __forceinline__ FragAddrs(const T* q_s, int q_w, const T* ks, const T* vs) {
+    const int lane = threadIdx.x % 32;
+    q_addr = course::smem_u32(q_s + swz<HEAD_DIM>(q_w + lane % 16, (lane / 16) * 8));
+    k_addr = course::smem_u32(ks + swz<HEAD_DIM>(lane % 8 + (lane / 16) * 8, (lane / 8 % 2) * 8));
+    v_addr = course::smem_u32(vs + swz<HEAD_DIM>(lane % 16, (lane / 16) * 8));
+  }
+  // For ldsm_x4: the A fragment of m tile mt (rows q_w + 16 mt .. + 15) at k step kk (dims 16 kk .. + 15).
+  __device__ __forceinline__ uint32_t q(int mt, int kk) const { return (q_addr + mt * ROWS16) ^ (kk * 32); }
+  // For ldsm_x4: at k step kk, r[0..1] the B fragment of keys 16 jp .. + 7 (K is [key][dim]: the mma's
+  // "col" operand, no .trans), r[2..3] of keys 16 jp + 8 .. + 15.
+  __device__ __forceinline__ uint32_t k(int kk, int jp) const { return (k_addr ^ (kk * 32)) + jp * ROWS16; }
+  // For ldsm_x4_trans: keys 16 kk .. + 15 (V is [key][dim] = [k][n]), r[0..1] the B fragment of dims
+  // 16 nd .. + 7, r[2..3] of dims 16 nd + 8 .. + 15.
+  __device__ __forceinline__ uint32_t v(int kk, int nd) const { return (v_addr ^ (nd * 32)) + kk * ROWS16; }
+};
+
+// Given. The mask of one m tile's scores (C layout: s[j][e] is row group_row + 8 (e / 2) of the m tile,
+// key k0 + 8 j + 2 pair + e % 2): -inf for keys from seq_kv on and, when causal, from lim on for row
+// group_row (lim + 8 for row group_row + 8), lim clamped to [0, seq_kv].
+__device__ __forceinline__ void mask_scores(float (&s)[BLOCK_KV / 8][4], int k0, int lim, int seq_kv, bool causal) {
+  const int pair = threadIdx.x % 4;
+#pragma unroll
+  for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (k0 + 8 * j + 2 * pair + e % 2 >= (causal ? min(seq_kv, max(0, lim + 8 * (e / 2))) : seq_kv))
+        s[j][e] = -INFINITY;
+}
+
 // One warp's share of a tile for its MT m tiles of 16 rows (rows q_w + 16 mt .. + 15 of q_s): S = Q K^T
-// over the tile's BLOCK_KV keys, the online-softmax update of (m, d) per row and O += P V. Each K and V
-// fragment loaded from shared memory feeds MT mma; the Q fragments are read from q_s per k step. MASK:
-// the tile holds keys some row may not see: row group_row + 8 r of m tile mt may not see keys from
-// seq_kv on, nor (causal) from lim0 + 16 mt + 8 r on.
+// over the tile's BLOCK_KV keys (from key k0 on), the online-softmax update of (m, d) per row and O += P V
+// (P straight from S's registers: FlashAttention-2's register reuse; V's fragments by ldmatrix.trans).
+// Each K and V fragment loaded from shared memory feeds MT mma; the Q fragments are read from q_s per
+// k step. MASK: the tile holds keys some row may not see: row group_row + 8 r of m tile mt may not see
+// keys from seq_kv on, nor (causal) from lim0 + 16 mt + 8 r on. A row that has seen only masked keys
+// keeps m = -inf: it is shifted by 0, not by m, so that no -inf - -inf (NaN) appears; its p are
+// 2^-inf = 0 and its O and d stay 0.
 template <bool MASK, typename T, int HEAD_DIM>
 __device__ __forceinline__ void attend_tile(const T* __restrict__ ks, const T* __restrict__ vs,
                                             const T* __restrict__ q_s, int q_w, float (&o_acc)[MT][HEAD_DIM / 8][4],
                                             float (&m)[MT][2], float (&d)[MT][2], int k0, int lim0, int seq_kv,
                                             bool causal, float scale_log2) {
-  const int lane = threadIdx.x % 32, pair = lane % 4;
-  // TODO: this warp's step over one tile (K at ks, V at vs, both [BLOCK_KV][HEAD_DIM] swizzled) for
-  // its MT = 2 m tiles of 16 rows:
-  //  1. S (MT x 16 x BLOCK_KV) = Q K^T. Per k step kk of 16: the A fragments of both m tiles with
-  //     course::ldmatrix_x4 from q_s (rows q_w + 16 mt + lane % 16, columns 16 kk + (lane / 16) 8);
-  //     then per pair of key n-tiles one course::ldmatrix_x4 of K (stored [key][dim]: the mma's "col"
-  //     B operand, no .trans) feeding course::mma_m16n8k16<T> for both m tiles (4 mma).
-  //     s[mt][j][e] is row group_row + 8 (e / 2) of m tile mt, key k0 + 8 j + 2 pair + e % 2.
-  //  2. MASK: -inf for keys >= seq_kv and, when causal, keys >= lim0 + 16 mt + 8 (e / 2).
-  //  3. Per row: the tile's max (the 4 lanes of a quad share a row: __shfl_xor_sync 1, 2), m_new in
-  //     base 2 (scores x scale_log2), O and d rescaled by 2^(m_old - m_new), p = 2^(s scale_log2 -
-  //     m_new) (no NaN while a row has seen only -inf), d += p.
-  //  4. O += P V: P's C fragments are the A fragments of the next mma (course::pack2<T>); V is
-  //     stored [key][dim] = [k][n]: course::ldmatrix_x4_trans, each V fragment for both m tiles.
-  //  Speed (the target needs it): compute each lane's Q, K and V addresses once, before the
-  //  loops, as 32-bit shared addresses (course::smem_u32) for ldsm_x4 / ldsm_x4_trans above; the
-  //  address at k step kk is the step-0 address XOR 32 kk bytes (the swizzle only permutes chunks
-  //  within a row), and 16 rows further on is + 16 rows of bytes. With swz() and a pointer at every
-  //  ldmatrix the warp issues ~30% more instructions and reaches ~0.86x.
-  (void)ks; (void)vs; (void)q_s; (void)q_w; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim0; (void)seq_kv;
-  (void)causal; (void)scale_log2; (void)pair;
+  const FragAddrs<T, HEAD_DIM> addr(q_s, q_w, ks, vs);
+  // TODO: this warp's step over one tile of BLOCK_KV keys for its MT = 2 m tiles of 16 rows. Layouts (C
+  // fragments; group_row = lane / 4, pair = lane % 4): o_acc[mt][n][e] is row group_row + 8 (e / 2) of m
+  // tile mt, dim 8 n + 2 pair + e % 2; m[mt][r] and d[mt][r] belong to row group_row + 8 r of m tile mt:
+  // m its running max in base 2 (of scores x scale_log2), d this lane's share of its sum.
+  //  1. S = Q K^T into float s[MT][BLOCK_KV / 8][4] = {} (s[mt][j][e]: row group_row + 8 (e / 2) of m
+  //     tile mt, key k0 + 8 j + 2 pair + e % 2). Per k step kk < HEAD_DIM / 16: uint32_t qa[MT][4] by
+  //     ldsm_x4(qa[mt], addr.q(mt, kk)); then per jp < BLOCK_KV / 16, ldsm_x4(bk, addr.k(kk, jp)):
+  //     {bk[0], bk[1]} is the B fragment of s[.][2 jp], {bk[2], bk[3]} that of s[.][2 jp + 1]; each
+  //     feeds course::mma_m16n8k16<T>(s[mt][..], qa[mt], b) for both m tiles (4 mma per ldmatrix).
+  //  2. Per m tile mt: if constexpr (MASK), mask_scores(s[mt], k0, lim0 + 16 mt, seq_kv, causal).
+  //  3. Per m tile and row r (its scores: s[mt][j][2 r], s[mt][j][2 r + 1] for every j): mx = their
+  //     max, then the quad's (__shfl_xor_sync 1, then 2: the quad's 4 lanes hold the row's keys);
+  //     m_new = max(m, mx scale_log2) (sm_scale > 0); m_use = m_new, or 0 while m_new = -inf (no
+  //     -inf - -inf); rescale = course::ptx_exp2(m - m_use) multiplies d and the row's o_acc
+  //     (o_acc[mt][n][2 r], [2 r + 1] for every n); m = m_new. Then each score s becomes
+  //     p = course::ptx_exp2(fmaf(s, scale_log2, -m_use)), and d += p.
+  //  4. O += P V per k step kk < BLOCK_KV / 16 (16 keys): P's C fragments are the next mma's A
+  //     fragment: pa[mt] = {course::pack2<T>(s[mt][2 kk][0], s[mt][2 kk][1]), pack2 of [2 kk][2..3],
+  //     of [2 kk + 1][0..1], of [2 kk + 1][2..3]}. Per nd < HEAD_DIM / 16: ldsm_x4_trans(bv,
+  //     addr.v(kk, nd)); {bv[0], bv[1]} feeds o_acc[mt][2 nd], {bv[2], bv[3]} o_acc[mt][2 nd + 1], for
+  //     both m tiles.
+  //  Unroll the loops (#pragma unroll on those over kk and nd and on step 3's over the m tiles; the
+  //  compiler unrolls the short ones anyway): s, o_acc, qa and pa live in registers only so.
+  (void)addr; (void)o_acc; (void)m; (void)d; (void)k0; (void)lim0; (void)seq_kv; (void)causal;
+  (void)scale_log2;
 }
 
 template <typename T, int HEAD_DIM>
@@ -177,24 +291,87 @@ __global__ void __launch_bounds__(THREADS, FA_MIN_BLOCKS)
   const T* k_rows = k + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
   const T* v_rows = v + static_cast<int64_t>(b) * seq_kv * kv_stride + static_cast<int64_t>(kv_head) * HEAD_DIM;
 
-  // TODO: the block's 128 query rows q0 .. q0 + 127 of head qh (see the notebook's exercise cell);
-  // warp w owns rows q_w .. q_w + 31 (q_w = WARP_ROWS w) as MT = 2 m tiles of 16:
-  //  1. key_range(): how many tiles of BLOCK_KV keys to visit (none past kv_end) and from which
-  //     tile on a mask is needed (full_end); lim0 = q0 + q_w + group_row + seq_kv - seq_q + 1, the
-  //     first key this lane's row of m tile 0 may not see under the causal mask.
-  //  2. Q into q_s with 16-byte cp.async (course::cp_async_zfill: zeros past seq_q), its own commit
-  //     group; the first STAGES - 1 K/V tiles into the ring, one group each (empty ones too).
-  //  3. Wait for Q and __syncthreads: attend_tile reads each warp's Q fragments from q_s per tile.
-  //  4. Per tile t: cp_async_wait<STAGES - 2>, __syncthreads, issue tile t + STAGES - 1 into the
-  //     stage tile t - 1 used (cp_async16 above from a shared address and source pointers computed
-  //     once: a thread's rows r0 + i ROW_STEP share a swizzle), commit, then attend_tile on stage
-  //     t % STAGES: MASK false below full_end's tile, true from there on; a masked tile wholly past
-  //     the warp's last row is skipped.
-  //  5. Per m tile: o = O / d (0 where d = 0) rounded to T, into the warp's own rows of q_s
-  //     (swizzled; __syncwarp first: Q is read there until the last tile), then 16-byte stores of
-  //     whole rows; lse = (m + log2 d) ln 2, -inf for a row without keys; nothing past seq_q.
-  (void)o; (void)lse; (void)q_rows; (void)k_rows; (void)v_rows; (void)q_stride; (void)kv_stride; (void)causal;
-  (void)scale_log2; (void)q_s; (void)ring; (void)qo_heads; (void)warp; (void)group_row; (void)pair; (void)q0;
+  // Given: the limits. The tiles to visit: none past the last key any of the block's rows may see
+  // (kv_end); from full_tiles on a tile needs the mask. This lane's rows are q0 + q_w + 16 mt +
+  // group_row + 8 r; lim0: the first key row group_row of m tile 0 may not see (causal);
+  // warp_last_key: the last key any row of the warp may see (a tile starting past it is skipped by the
+  // warp).
+  const KeyRange keys = key_range(q0, seq_q, seq_kv, causal);
+  const int n_tiles = (keys.kv_end + BLOCK_KV - 1) / BLOCK_KV;
+  const int full_tiles = keys.full_end / BLOCK_KV;  // tiles 0 .. full_tiles - 1 need no mask
+  const int q_w = WARP_ROWS * warp, off = seq_kv - seq_q;  // the warp's first row in the block
+  const int lim0 = q0 + q_w + group_row + off + 1;
+  const int warp_last_key = causal ? q0 + q_w + WARP_ROWS - 1 + off : seq_kv - 1;
+
+  // Given: Q's copies, committed as the first (oldest) group of copies; the K/V tile copier.
+  load_q<T, HEAD_DIM>(q_s, q_rows, q, q0, seq_q, q_stride);
+  course::cp_async_commit();
+  const KvTileLoader<T, HEAD_DIM> kv(ring, k_rows, v_rows, k, v, kv_stride, seq_kv);
+
+  // Given: the online-softmax state of the lane's 4 rows (2 per m tile), empty.
+  float o_acc[MT][HEAD_DIM / 8][4];  // O (16 MT, HEAD_DIM) in C layout: n tiles of 8 dims per m tile
+  float m[MT][2], d[MT][2];          // per row; d is this lane's share
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 8; ++n) o_acc[mt][n][0] = o_acc[mt][n][1] = o_acc[mt][n][2] = o_acc[mt][n][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    d[mt][0] = d[mt][1] = 0.0f;
+  }
+
+  // TODO: the pipeline over the block's K/V tiles 0 .. n_tiles - 1 (BLOCK_KV keys each) through the
+  // ring of STAGES stages: tile t goes into stage t % STAGES, K at ring + (t % STAGES) 2 TILE and V
+  // TILE further. Each tile is one commit group (empty groups too, so that the waits count right);
+  // Q's group, committed above, is the oldest.
+  //  1. Prologue: for t < STAGES - 1, kv.load(t) if t < n_tiles, then course::cp_async_commit().
+  //  2. course::cp_async_wait<STAGES - 1>() (Q's group has landed), then __syncthreads() (everyone's
+  //     Q: attend_tile reads it from q_s on every tile).
+  //  3. Per tile t: course::cp_async_wait<STAGES - 2>() (this thread's copies of tile t have landed);
+  //     __syncthreads() (everyone's have, and every warp is done with tile t - 1); then
+  //     kv.load(t + STAGES - 1) if that tile is < n_tiles (it refills tile t - 1's stage), and a
+  //     commit either way. Then, with ks = the stage's K, k0 = t BLOCK_KV:
+  //     attend_tile<false, T, HEAD_DIM>(ks, ks + TILE, q_s, q_w, o_acc, m, d, k0, lim0, seq_kv, causal,
+  //     scale_log2) while t < full_tiles; from there on attend_tile<true, T, HEAD_DIM>(same arguments),
+  //     but only if k0 <= warp_last_key (a tile wholly past the warp's rows adds nothing: skip it).
+  //  4. After the loop, course::cp_async_wait<0>() (only empty groups can be left).
+  (void)scale_log2; (void)n_tiles; (void)full_tiles; (void)lim0; (void)warp_last_key; (void)kv; (void)TILE;
+
+  // Given: the epilogue, per m tile. o = O / d rounded to T and lse = (m + log2 d) ln 2 (natural log)
+  // for the warp's rows, none past seq_q; a row that saw no key (d = 0, m = -inf) gets o = 0 and
+  // lse = -inf. d so far is this lane's share of its rows' sums: add the quad's 4 shares first. o goes
+  // into the warp's own rows of q_s (no other warp reads them: no block barrier), then whole rows out
+  // with 16-byte stores: 256 contiguous bytes per row instead of 4-byte pieces.
+  T* o_s = q_s + q_w * HEAD_DIM;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      d[mt][r] += __shfl_xor_sync(0xffffffffu, d[mt][r], 1);
+      d[mt][r] += __shfl_xor_sync(0xffffffffu, d[mt][r], 2);
+      inv[r] = d[mt][r] > 0.0f ? 1.0f / d[mt][r] : 0.0f;  // a row without keys: o = 0
+      const int row = q0 + q_w + 16 * mt + group_row + 8 * r;
+      if (pair == 0 && row < seq_q)
+        lse[(static_cast<int64_t>(b) * seq_q + row) * qo_heads + qh] =
+            m[mt][r] == -INFINITY ? -INFINITY : (m[mt][r] + course::ptx_log2(d[mt][r])) * course::LN2;
+    }
+    __syncwarp();  // every lane has read its last Q fragments of these rows
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 8; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t packed = course::pack2<T>(o_acc[mt][n][2 * r] * inv[r], o_acc[mt][n][2 * r + 1] * inv[r]);
+        *reinterpret_cast<uint32_t*>(o_s + swz<HEAD_DIM>(16 * mt + group_row + 8 * r, n * 8) + 2 * pair) = packed;
+      }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < WARP_ROWS * CHUNKS; i += 32) {
+    const int r = i / CHUNKS, c = i % CHUNKS, row = q0 + q_w + r;
+    if (row < seq_q)
+      *reinterpret_cast<uint4*>(o + ((static_cast<int64_t>(b) * seq_q + row) * qo_heads + qh) * HEAD_DIM + c * 8) =
+          *reinterpret_cast<const uint4*>(o_s + swz<HEAD_DIM>(r, c * 8));
+  }
 }
 
 template <typename T, int HEAD_DIM>
