@@ -66,12 +66,12 @@ def _cases():
                   Case(f"{dt} Llama 3 8B batch 1 x 32768", _params(dt, [32768])),
                   Case(f"{dt} Llama 3 70B batch 4 x 8191", _params(dt, [8191] * 4, 64)),
                   Case(f"{dt} Llama 3 8B 64 requests of length 1", _params(dt, [1] * 64))]
-        # Small enough for racecheck (<= 1 MB), with 3 tiles in every block (a split holds whole tiles, at
-        # least 4: a request of 3 tiles stays in one block), so a stage is refilled while warps may still
-        # read it; the other small cases' blocks get at most 2 tiles, which 2 stages hold without a
-        # refill: a missing barrier hides.
-        cases.append(Case(f"{dt} 17 requests of 192, group 8 on 1 KV head, head_dim 64 (3 tiles a block)",
-                          _params(dt, [192] * 17, 8, 1, 64)))
+        # Small enough for racecheck in a learner's check (<= config.CHECK_SANITIZE_MAX_BYTES), with 3 tiles
+        # in every block (a split holds whole tiles, at least 4: a request of 3 tiles stays in one block),
+        # so a stage is refilled while warps may still read it; the other small cases' blocks get at most
+        # 2 tiles, which 2 stages hold without a refill: a missing barrier hides.
+        cases.append(Case(f"{dt} 5 requests of 192, group 8 on 1 KV head, head_dim 64 (3 tiles a block)",
+                          _params(dt, [192] * 5, 8, 1, 64)))
         # magnitudes: all-equal scores, very large and very small entries
         for kind in ("equal", "large", "small"):
             cases += [Case(f"{dt} {kind} scores, ragged 1..5000", _params(dt, [1, 5000, 129, 16], kind=kind)),
