@@ -162,12 +162,14 @@ def foreign_reads(directory: str | Path, line_names) -> list[str]:
 
 def cache_key(sources: list, binding: str, arch: str, features: dict, flags=()) -> str:
     """The hash a build is cached under: the sources, the course headers, the generated binding,
-    every nvcc flag, torch, CUDA and the arch. Any of them that differs is a new build."""
+    every nvcc flag, torch and its CUDA, the nvcc that compiles, and the arch. Any of them that
+    differs is a new build."""
     import torch
 
     # The include folder is part of the key: two checkouts of the course never share a build (what a
     # build read is checked against the checkout's own headers).
-    return content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(toolchain.INCLUDE),
+    return content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda),
+                                  str(toolchain.nvcc_version()), str(toolchain.INCLUDE),
                                   arch, " ".join(_cuda_cflags(arch) + list(flags) + TORCH_NVCC_FLAGS), str(features)])
 
 

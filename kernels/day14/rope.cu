@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day14/rope.cu by `grader release` (stub-hash 260d9caffcd3).
+// Your exercise: fill in the TODOs. Generated from solutions/day14/rope.cu by `grader release` (stub-hash a2d1d8d21788).
 // Day 14 exercise: rotary position embedding applied in place to q and k
 // (model: FlashInfer include/flashinfer/pos_enc.cuh, BatchQKApplyRotaryPosIdsKernel).
 //
@@ -6,7 +6,7 @@
 //   k          [tokens, kv_heads, head_dim]   row of token t at k + t * k_stride (in place)
 //   positions  [tokens] int32                 the position of each token in its sequence
 //
-// Llama's non-interleaved ("rotate half") form: pair i of every head is (x[i], x[i + d/2]),
+// HF Llama's non-interleaved ("rotate half") form: pair i of every head is (x[i], x[i + d/2]),
 // turned by the angle positions[t] * rope_theta^(-2i/d) (course/rope.cuh). The strides let q and
 // k be slices of one fused qkv projection, rotated where they lie, with no copy.
 //

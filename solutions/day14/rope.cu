@@ -5,7 +5,7 @@
 //   k          [tokens, kv_heads, head_dim]   row of token t at k + t * k_stride (in place)
 //   positions  [tokens] int32                 the position of each token in its sequence
 //
-// Llama's non-interleaved ("rotate half") form: pair i of every head is (x[i], x[i + d/2]),
+// HF Llama's non-interleaved ("rotate half") form: pair i of every head is (x[i], x[i + d/2]),
 // turned by the angle positions[t] * rope_theta^(-2i/d) (course/rope.cuh). The strides let q and
 // k be slices of one fused qkv projection, rotated where they lie, with no copy.
 //
