@@ -34,17 +34,6 @@
 // course does nothing about that: the decode calls of one model run one after another, on one
 // stream. Tokens are padded to the mma's 8 columns (M <= 8) or 16 (M = 9..16): MTOK.
 //
-// Measured on an H200 (fraction of the bandwidth of a device copy of the same bytes), in a sweep
-// of stream-K and split-K variants (rows per tile, k parts, k tile, stages, cp.async or bulk copies):
-//   M <= 8 (MTOK 8): 4096 x 14336: 0.84x at M = 1, 0.78x at M = 8 (the previous design, whole
-//     row tiles per block: 0.77-0.85x); 28672 x 8192: 0.98x, 0.96x, 0.95x at M = 1, 4, 8. Best
-//     or within 1% of the best variant at every shape measured.
-//   M = 16 (MTOK 16): 14336 x 4096 0.75x, 28672 x 8192 0.91x (the previous design reached 0.62x
-//     at M = 16). The best at 4096 x 14336 (fp16) was 0.75x (64-row tiles, 5 stages, 4 blocks
-//     per row tile).
-// cuBLAS (torch.matmul) reached 0.77-0.85x of the copy in the same sweep at 4096 x 14336 and
-// 14336 x 4096, the exercise's timed shapes. These figures are fractions of a copy; the grader
-// judges the target against the read ceiling (a streaming read of the same bytes).
 // Target (grader/exercises/day07.py): @TARGET@.
 #include "course/async.cuh"
 #include "course/mma.cuh"

@@ -21,48 +21,19 @@
 // KvTileLoader), the lanes' ldmatrix addresses (FragAddrs), the mask (mask_scores), the limits of the
 // loop, the epilogue and the launcher.
 //
-// Design (kernels/day12 v1-v3 build up its parts with 8 warps of 16 rows): a block of 4 warps takes
-// 128 query rows of one (request, query head); warp w owns rows 32 w .. 32 w + 31 as 2 m tiles of 16
-// (FlashAttention-2's split), so each K and V fragment it loads with ldmatrix feeds two mma. Q stays
-// in shared memory: a warp reads its Q fragments with ldmatrix again for every tile (the registers
-// hold the second m tile's O instead). K and V come in tiles of 32 keys through a 2-stage cp.async
-// ring in XOR-swizzled shared memory (one barrier per tile). Per tile each warp computes S = Q K^T
-// (2 x 16 x 32, mma m16n8k16 with ldmatrix for K), masks it where the tile needs a mask, updates its
-// online softmax (m, d per row, in registers; base 2), rescales O and adds P V (P straight from S's
-// registers, V with ldmatrix.trans). Tiles past the causal diagonal are never loaded; a warp skips a
-// loaded tile that lies wholly past its own rows. Finally o = O / d goes out through shared memory in
-// 16-byte rows, lse = (m + log2 d) ln 2. Two blocks per SM (__launch_bounds__(128, 2)): 255 registers
-// per lane, no spills.
-// Addresses are the other half of the speed: every ldmatrix and cp.async takes a 32-bit shared address
-// computed once, outside the loops. The swizzled chunk of k step kk is (2 kk + c) ^ (row % 8) =
-// (2 kk) ^ (c ^ row % 8), so a lane's address at step kk is its step-0 address XOR 32 kk bytes (one
-// LOP3; FlashInfer's permuted_smem.cuh advances its offsets the same way), and a thread's copies are
-// one base plus constants. Per tile of 32 keys a warp then issues ~630 instructions for its 128 mma
-// instead of ~810 with the swizzle and the 64-bit copy addresses recomputed per use (counted in the
-// SASS): with 2 warps per scheduler, the issue slots were what the mma waited for.
+// Design (kernels/day12 v1-v3 build up its parts): a block of 4 warps takes 128 query rows of one
+// (request, query head); warp w owns rows 32 w .. 32 w + 31 as 2 m tiles of 16, so each K and V
+// fragment it loads with ldmatrix feeds two mma. Q stays in shared memory (a warp reads its fragments
+// again per tile); K and V come in tiles of 32 keys through a 2-stage cp.async ring in XOR-swizzled
+// shared memory, one barrier per tile; tiles past the causal diagonal are never loaded. Every shared
+// address is computed once outside the loops (a k step is an XOR of 32 kk bytes, as FlashInfer's
+// permuted_smem.cuh advances): with 2 warps per scheduler, issue slots are what the mma wait for.
 //
 // Napkin math (batch 1 x 16384, 32 heads, head_dim 128, non-causal): 4 x 32 x 16384^2 x 128 = 4.4
-// TFLOP. mma.sync on the H100 and H200 (132 SMs) tops out near 636 TFLOP/s and SDPA's FLASH backend
-// (FlashAttention-2) reached ~350 (340-360 non-causal on the H100); the design aims at ~315 TFLOP/s,
-// ~14 ms here.
-// Target (grader/exercises/day12.py): @TARGET@.
-// Per tile of 32 keys a block runs 4 warps x 128 mma = 2.1 MFLOP on 16 KB of K and V:
-// 128 flops per byte brought in from L2 (the 128 rows share every byte), ~2.5 TB/s of L2 traffic at
-// 315 TFLOP/s; with 64-row blocks it would be twice that, near what the L2 can deliver. Shared memory:
-// per tile a warp reads the 16 KB of K and V and its own 8 KB of Q with ldmatrix for its 32 rows: 21
-// flops per byte (16 with 16 rows a warp, even with Q in registers), so ~128 B/clk/SM caps the mma
-// near 710 TFLOP/s, past mma.sync's own ceiling (530 with 16 rows a warp); a bank conflict still costs
-// at once: the swizzle is not optional. Registers per lane (head_dim 128): O 128 (2 m tiles x 64),
-// S/P 32, Q 8 per k step (Q for the whole kernel would add 64: it stays in shared memory). 64 KB of
-// shared memory and 128 threads a block: 2 blocks per SM, 2 warps per scheduler, one block's copies
-// and barrier overlapping the other's mma.
-// Measured on an H100 in the same run (reports/variant-sweep-day12-addressing.json), TFLOP/s as a
-// fraction of SDPA's FLASH backend at bf16 8 x 2048 causal, fp16 8 x 2048 full, bf16 1 x 16384 full,
-// fp16 1 x 16384 causal: these addresses 1.013 0.961 0.971 1.029; the same kernel with addresses from
-// swz() at every use 0.914 0.856 0.856 0.916. With 64-key tiles (FA_BLOCK_KV 64) it reached 1.021
-// 0.992 1.006 1.066 but spilled 236 bytes a lane, which the grader does not accept. Earlier
-// (reports/variant-sweep-day10-day12.json): FA_STAGES 3 was slower, and so was the previous design,
-// 8 warps x 16 rows with Q in registers and 64-key tiles.
+// TFLOP. mma.sync on the H100 and H200 tops out near 636 TFLOP/s and SDPA's FLASH backend reaches
+// ~350; per tile a block brings 16 KB of K and V from L2 for 2.1 MFLOP (128 flops per byte), and a
+// warp reads 21 flops per byte from shared memory. 255 registers per lane, no spills, two blocks per
+// SM. Target (grader/exercises/day12.py): @TARGET@.
 #include "course/async.cuh"
 #include "course/attention.cuh"
 #include "course/math.cuh"
