@@ -101,6 +101,13 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def untouched_stub(text: str, path) -> bool:
+    """Whether `text` (of the file at `path`) is a stub exactly as `release` generated it: its header's
+    hash is that of the rest, so nothing has been written in it yet."""
+    m = _markers(path)[4].match(text)
+    return bool(m) and _hash(text[m.end():]) == m.group(1)
+
+
 @dataclass
 class Planned:
     solution: Path
@@ -122,10 +129,9 @@ def plan() -> list[Planned]:
             state = "new"
         else:
             current = stub.read_text(encoding="utf-8", errors="replace")
-            m = header_rx.match(current)
             if current == text:
                 state = "up to date"
-            elif m and _hash(current[m.end():]) == m.group(1):
+            elif untouched_stub(current, stub):
                 state = "stale"  # an untouched generated stub of an older solution
             else:
                 state = "edited"

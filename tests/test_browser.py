@@ -173,7 +173,7 @@ def test_day1_runs_in_jupyterlab(lab, browser):
     result = page.locator(".jp-NotebookPanel .course-result")
     headline = result.locator("p").first.inner_text()
     assert "day01.scale_add" in headline
-    assert ("NOT GRADED" in headline) if not toolchain.has_gpu() else ("PASS" in headline or "FAIL" in headline)
+    assert "NOT STARTED" in headline  # the exercise file is still the untouched stub, on any machine
     cell = page.locator(".jp-NotebookPanel .jp-CodeCell", has=page.locator(".course-result")).first
     cell.scroll_into_view_if_needed()
     _shot(page, "day01-exercise-result.png", cell)

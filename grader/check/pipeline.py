@@ -21,7 +21,8 @@ from .. import config, toolchain
 from .. import exercises as _exercises
 from ..spec import Exercise
 from .gate import GpuGate
-from .result import Result
+from ..release import untouched_stub
+from .result import UNTOUCHED_STUB, Result
 from .static import link_checks, python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker, sanitize_max_bytes
 
@@ -71,6 +72,10 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         return prep
     if display:
         src = _build.Source(display, src.text)
+    if untouched_stub(src.text, path):  # said first; the checks still run (the GPU verification's stubs)
+        result.add("source", UNTOUCHED_STUB, "fail",
+                   f"{src.path} is the exercise's stub as `grader release` generated it: nothing is written in it "
+                   f"yet. Write your code where its TODO comments say, then check again")
     if ex.learner_file == "python":
         return _prepare_python(ex, src, prep, path)
     template = src

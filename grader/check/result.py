@@ -22,6 +22,9 @@ class Item:
     metrics: dict = field(default_factory=dict)
 
 
+UNTOUCHED_STUB = "your code"  # the row that says the file is still the generated stub
+
+
 @dataclass
 class Result:
     exercise: str
@@ -88,8 +91,15 @@ class Result:
         return "pass (some checks skipped)" if self.graded else "not graded"
 
     @property
+    def not_started(self) -> bool:
+        """The file judged is the exercise's stub, untouched (the check names it UNTOUCHED_STUB)."""
+        return any(i.group == "source" and i.name == UNTOUCHED_STUB and i.status == "fail" for i in self.items)
+
+    @property
     def headline(self) -> str:
         """The verdict as a learner reads it first."""
+        if self.not_started:
+            return "NOT STARTED: this is the exercise's stub, untouched: write your code at its TODOs"
         if self.verdict == "not graded":
             return "NOT GRADED: static checks passed; correctness and speed need a GPU"
         return self.verdict.upper()
