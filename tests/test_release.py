@@ -89,3 +89,17 @@ def test_no_stub_keeps_the_token():
 
     stubs = [p for p in toolchain.KERNELS.glob("day*/*") if p.is_file() and release.TARGET_TOKEN in p.read_text()]
     assert not stubs, stubs
+
+
+def test_an_untouched_stub_is_recognised_and_an_edited_one_is_not():
+    from grader import exercises
+    from grader.check import check
+    from grader.release import untouched_stub
+
+    for ex in exercises.all_exercises().values():
+        text = ex.stub_path.read_text()
+        assert untouched_stub(text, ex.stub_path), ex.id
+        assert not untouched_stub(text + "\n// my code\n", ex.stub_path), ex.id
+        assert not untouched_stub(ex.solution_path.read_text(), ex.solution_path), ex.id
+    result = check("day01.scale_add", perf=False, quiet=True)
+    assert result.not_started and result.headline.startswith("NOT STARTED") and not result.ok
