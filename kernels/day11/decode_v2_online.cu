@@ -1,11 +1,17 @@
-// Day 11, v2: + online softmax in one pass, K and V read once per query head, coalesced.
+// Day 11, v2: + online softmax in one pass, no scores in global memory, coalesced rows.
 // One block of 4 warps per (request, query head). A warp takes one token at a time: each lane holds
-// head_dim / 32 dimensions of q, the dot product is a warp reduction (SHFL.BFLY), and the warp
-// keeps an online-softmax state (course/attention.cuh): m, d and its share of o. Tokens are split
-// over the warps round robin; the 4 states merge in shared memory at the end. No scores in global
-// memory, one pass. Still one block per *query* head: a group of 4 reads the same K, V 4 times.
-// Napkin math (batch 64 x 4096): 1.07 GB of KV read 4x (the repeats mostly from L2) and a warp
-// reduction per token: expect ~0.3-0.5x a copy of the KV bytes.
+// head_dim / 32 dimensions of q, the dot product is a warp reduction (5 SHFL.BFLY steps), and the warp
+// updates its online-softmax state (course/attention.cuh: m, d and its share of o) by that token
+// alone. Tokens go to the warps round robin; the 4 states merge in shared memory at the end. Still one
+// block per *query* head: a group of 4 reads the same K, V 4 times.
+// Napkin math (batch 64 x 4096, 1.07 GB of KV): a token costs a warp ~115 instructions (the reduction,
+// two exponentials, and a division per element of o: the state keeps o normalised), so the group's 4
+// query heads spend ~0.9 warp instructions per KV byte where an H100 issues ~0.3 per byte at 3 TB/s
+// (132 SMs x 4 schedulers x 1.75 GHz): issue alone caps it near 0.3x. Latency caps it lower: V's load
+// waits behind the score (it sits in the state update's branch), so a token costs a warp two round
+// trips (~0.6 us each). 12 blocks per SM (37 registers) = 48 warps x 512 B per ~1.3 us, a quarter of
+// it new bytes (the other query heads' reads of the same rows hit L2): ~0.6 TB/s, expect ~0.15-0.2x
+// the read. Batch 1 x 32768: 32 blocks, one per SM, 4 warps each: ~0.005x.
 #include "course/decode_versions.cuh"
 
 namespace {
