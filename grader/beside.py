@@ -11,6 +11,7 @@ returns None: nothing in the course depends on it.
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
@@ -286,15 +287,22 @@ def plot(exercise_id: str, results: dict | None = None, ax=None):
         _, ax = plt.subplots(figsize=(1.6 + 1.9 * len(results), 3.4))
     width = 0.8 / len(names)
     for j, name in enumerate(names):
-        xs = [i + (j - (len(names) - 1) / 2) * width for i in range(len(results))]
-        vals = [row.get(name, {}).get(metric) or 0.0 for row in results.values()]
-        bars = ax.bar(xs, vals, width, label=name)
+        # a case this series has no measurement of gets no bar (not a bar of 0), and says so
+        at = [(i + (j - (len(names) - 1) / 2) * width, row[name][metric])
+              for i, row in enumerate(results.values()) if (row.get(name) or {}).get(metric) is not None]
+        missing = [i + (j - (len(names) - 1) / 2) * width for i, row in enumerate(results.values())
+                   if (row.get(name) or {}).get(metric) is None]
+        bars = ax.bar([x for x, _ in at], [v for _, v in at], width, label=name, color=f"C{j}")
         ax.bar_label(bars, fmt="%.2f" if metric.endswith("_ratio") else "%.0f", fontsize=7)
+        for x in missing:
+            ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90, color=f"C{j}")
     if ex.target.kind == "memory":
         ax.axhline(ex.target.ratio, color="gray", ls="--", lw=1,
                    label=f"target {ex.target.ratio:.2f}x {ex.target.baseline.name}")
-    ax.set_xticks(range(len(results)), [lbl.replace(" (past L2)", "") for lbl in results], fontsize=7, rotation=12)
+    ax.set_xticks(range(len(results)), [textwrap.fill(lbl.replace(" (past L2)", ""), 24) for lbl in results], fontsize=7)
     ax.set_ylabel(axis_label)
     ax.set_title(f"{exercise_id} beside FlashInfer" + (f"\n{caption}" if caption else ""), fontsize=9)
-    ax.legend(fontsize=7)
+    ax.margins(y=0.15)  # room above the tallest bar's label
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the bars
+    ax.figure.tight_layout()
     return ax

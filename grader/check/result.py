@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 from ..config import GROUPS
@@ -182,7 +183,7 @@ class Result:
 
         perf = [i for i in self.performance() if i.metrics.get("baselines") is not None]
         if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3))
+            _, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(perf)), 3.4))
         if not perf:
             ax.text(0.5, 0.5, "no performance measured\n(" + ("no GPU" if self.mode != "gpu" else "not timed") + ")",
                     ha="center", va="center", transform=ax.transAxes)
@@ -199,10 +200,13 @@ class Result:
                    label=m0["baselines"][name]["label"])
         ax.axhline(m0["target"], color="k", ls="--", lw=1, label="target")
         ax.axhline(1.0, color="gray", ls=":", lw=1)
-        ax.set_xticks(list(xs), [i.name for i in perf], fontsize=8)
-        ax.set_ylabel(("x faster than " if m0["kind"] == "latency" else "x ") + m0["baseline_label"])
+        # long case names wrap on their own lines rather than run into each other; the y label wraps too
+        ax.set_xticks(list(xs), [textwrap.fill(i.name, 22) for i in perf], fontsize=8)
+        ax.set_ylabel(textwrap.fill(("x faster than " if m0["kind"] == "latency" else "x ") + m0["baseline_label"], 28),
+                      fontsize=8)
         ax.set_title(self.exercise + (f"\n{caption}" if caption else ""), fontsize=10 if caption else None)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        ax.figure.tight_layout()
         return ax
 
 
