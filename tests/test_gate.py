@@ -451,7 +451,7 @@ def test_a_case_that_ran_out_of_gpu_memory_runs_once_more(monkeypatch, runs_out)
 
     tries, released = [], []
 
-    def run_case(ex, mod, case, seed):
+    def run_case(ex, mod, case, seed, handover=None):
         tries.append(seed)
         if len(tries) <= runs_out:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
