@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs. Generated from solutions/day08/top_p_sampling.cu by `grader release` (stub-hash 933780f63836).
+// Your exercise: fill in the TODOs. Generated from solutions/day08/top_p_sampling.cu by `grader release` (stub-hash 1f7f52c51eaa).
 // Day 8 exercise: top-p (nucleus) sampling without sorting, one block per row (model: FlashInfer
 // sampling.cuh, TopPSamplingFromProbKernel; written for this course, not copied).
 //
@@ -91,6 +91,82 @@ __device__ __forceinline__ int64_t token_id(int64_t base, int k, int j) {
   return base + (static_cast<int64_t>(k) * THREADS + threadIdx.x) * VEC + j;
 }
 
+// The start of a round, in every thread (it holds a barrier): thread 0, the only one whose Philox
+// state is set up, draws u in (0, scale] (curand_uniform is in (0, 1]) and shares it through s.u;
+// it also resets s.winner to THREADS ("no thread yet") for the draw pass's atomicMin.
+__device__ __forceinline__ float draw_uniform(SharedState& s, curandStatePhilox4_32_10_t& rng, float scale) {
+  if (threadIdx.x == 0) {
+    s.u = curand_uniform(&rng) * scale;
+    s.winner = THREADS;
+  }
+  __syncthreads();
+  return s.u;
+}
+
+// The sum of this thread's elements of a step (load_step's v) that are above `threshold`, added in
+// the order k, j: in the draw pass, this thread's share of the mass above low.
+template <int VEC>
+__device__ __forceinline__ float sum_above(const float (&v)[GROUP][VEC], float threshold) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < GROUP; ++k) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum += v[k][j] > threshold ? v[k][j] : 0.0f;
+  }
+  return sum;
+}
+
+// The pivot pass's two sums in one sweep of a step: this thread's elements above pivot0 added to
+// sums.above0, those above pivot1 to sums.above1, in the order k, j. No barrier: the block's sums
+// are reduced once, after the last step.
+template <int VEC>
+__device__ __forceinline__ void add_above_pivots(PivotSums& sums, const float (&v)[GROUP][VEC], float pivot0,
+                                                 float pivot1) {
+#pragma unroll
+  for (int k = 0; k < GROUP; ++k) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      sums.above0 += v[k][j] > pivot0 ? v[k][j] : 0.0f;
+      sums.above1 += v[k][j] > pivot1 ? v[k][j] : 0.0f;
+    }
+  }
+}
+
+// The draw pass inside one thread: from `acc`, the running mass before this thread's elements,
+// add its elements above `low` in the order k, j (sum_above's order); the first one at which the
+// running mass reaches u is this thread's candidate, returned as k * VEC + j (-1: none). Only an
+// element above low may be the candidate: the running mass can step down by an ulp (a float
+// prefix sum is not monotonic), and a token of p <= low must never be drawn.
+template <int VEC>
+__device__ __forceinline__ int first_reaching(const float (&v)[GROUP][VEC], float low, float acc, float u) {
+  int hit = -1;
+#pragma unroll
+  for (int k = 0; k < GROUP; ++k) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      if (hit < 0 && v[k][j] > low) {
+        acc += v[k][j];
+        if (acc >= u) hit = k * VEC + j;
+      }
+    }
+  }
+  return hit;
+}
+
+// The draw's fallback, rare: rounding left u above every running mass of the row. s.sampled
+// becomes the last token of the row with p > low (the largest id: atomicMax), or -1 where there is
+// none. Called by every thread (barriers); s.sampled is readable on return.
+__device__ __forceinline__ void last_above(SharedState& s, const float* row, int64_t vocab, float low) {
+  if (threadIdx.x == 0) s.sampled = -1;
+  __syncthreads();
+  long long last = -1;
+  for (int64_t i = threadIdx.x; i < vocab; i += THREADS) {
+    if (row[i] > low) last = i;
+  }
+  if (last >= 0) atomicMax(&s.sampled, last);
+  __syncthreads();
+}
+
 template <int VEC>
 __global__ void __launch_bounds__(THREADS)
     top_p_sampling_kernel(int64_t* __restrict__ tokens, const float* __restrict__ probs,
@@ -101,21 +177,34 @@ __global__ void __launch_bounds__(THREADS)
   const float* row = probs + row_id * vocab;  // (vocab,)
   const float p_top = top_p[row_id];
   // TODO: draw tokens[row_id] from the nucleus of `row` (see the header), without sorting.
-  // Keep `low` (draw only from tokens with p > low; start at 0), `high` (start at 1) and `q`
-  // (the mass above low; start at 1). Each round:
-  // 1. Thread 0 draws u = curand_uniform(&state) * q from a curandStatePhilox4_32_10_t set up
-  //    once with curand_init(seed, row_id, offset, &state), and shares it through `s.u`.
-  // 2. Walk the row in steps of STEP elements (load_step): the masked values (p > low ? p : 0),
-  //    this thread's sum, a BlockScan ExclusiveSum for its running mass and the step's total.
-  //    In the step where the running mass reaches u, the first thread whose own elements reach
-  //    it (atomicMin on s.winner) names the token. Only a token with p > low may be chosen:
-  //    a float prefix sum is not monotonic. If rounding leaves u unreached, take the next such
-  //    token, or the last one of the row.
-  // 3. pivot_0 = row[token], pivot_1 = halfway to high; one more pass sums the probabilities
-  //    above each (BlockReduce with AddPivotSums). If the sum above pivot_0 is < top_p, keep the
-  //    token; else raise low to pivot_0 (if the sum above pivot_1 is < top_p: high = pivot_1)
-  //    or to pivot_1, set q to the mass above the new low, and go again.
-  // With top_p >= 1 the first draw is already in the nucleus.
+  // 1. curandStatePhilox4_32_10_t rng, initialized in thread 0 only (the only one that draws) with
+  //    curand_init(seed, row_id, offset, &rng): subsequence = row, so rows are independent;
+  //    float low = 0, high = 1 (the nucleus's smallest probability lies in (low, high]), q = 1 (the
+  //    mass of the tokens with p > low), int64_t token. Then rounds, steps 2 to 5, until one stops:
+  // 2. Draw from {p > low} renormalized: const float u = draw_uniform(s, rng, q). Walk the row in
+  //    steps (base = 0, STEP, 2 STEP, ... < vocab), stopping after the step that names the token;
+  //    `passed` is the mass of the steps before. Each step:
+  //    a. float v[GROUP][VEC]; load_step<VEC>(v, row, vocab, base); mine = sum_above<VEC>(v, low).
+  //    b. BlockScan(s.cub.scan).ExclusiveSum(mine, before, step_total): the mass of the threads
+  //       before this one, and the step's, in every thread; then __syncthreads() (scratch reused).
+  //    c. If passed + step_total >= u (true in every thread or in none): hit = first_reaching<VEC>(v,
+  //       low, passed + before, u); a thread with hit >= 0 calls atomicMin(&s.winner, threadIdx.x)
+  //       (the first in scan order wins: the same token on every run); __syncthreads(); the winner
+  //       writes s.sampled = token_id<VEC>(base, hit / VEC, hit % VEC); the token is named if
+  //       s.winner < THREADS (else rounding left u unreached: go on); __syncthreads().
+  //    d. passed += step_total.
+  //    If no step named it: last_above(s, row, vocab, low).
+  // 3. token = s.sampled. Stop if token < 0 (no p > low) or p_top >= 1 (every draw is in the nucleus).
+  // 4. The test, one full pass: pivot0 = row[token], pivot1 = 0.5f * (pivot0 + high), or high if that
+  //    is not above pivot0. Every step into one PivotSums mine{0, 0}: load_step, then
+  //    add_above_pivots<VEC>(mine, v, pivot0, pivot1). Then
+  //    BlockReduce(s.cub.reduce).Reduce(mine, AddPivotSums{}) (valid in thread 0), shared through
+  //    s.sums: thread 0 writes it, __syncthreads(), all read it, __syncthreads() (s.sums and the
+  //    scratch are written again next round).
+  // 5. If sums.above0 < p_top: the token is in the nucleus, stop. Else every token of p <= pivot0 is
+  //    out: if sums.above1 < p_top, low = pivot0, high = pivot1, q = sums.above0; else low = pivot1,
+  //    q = sums.above1. Stop if !(low < high) (rounding: cannot happen in exact arithmetic).
+  // 6. Thread 0 writes tokens[row_id] = token.
   (void)row;
   (void)p_top;
 }

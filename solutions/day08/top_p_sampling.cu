@@ -90,6 +90,82 @@ __device__ __forceinline__ int64_t token_id(int64_t base, int k, int j) {
   return base + (static_cast<int64_t>(k) * THREADS + threadIdx.x) * VEC + j;
 }
 
+// The start of a round, in every thread (it holds a barrier): thread 0, the only one whose Philox
+// state is set up, draws u in (0, scale] (curand_uniform is in (0, 1]) and shares it through s.u;
+// it also resets s.winner to THREADS ("no thread yet") for the draw pass's atomicMin.
+__device__ __forceinline__ float draw_uniform(SharedState& s, curandStatePhilox4_32_10_t& rng, float scale) {
+  if (threadIdx.x == 0) {
+    s.u = curand_uniform(&rng) * scale;
+    s.winner = THREADS;
+  }
+  __syncthreads();
+  return s.u;
+}
+
+// The sum of this thread's elements of a step (load_step's v) that are above `threshold`, added in
+// the order k, j: in the draw pass, this thread's share of the mass above low.
+template <int VEC>
+__device__ __forceinline__ float sum_above(const float (&v)[GROUP][VEC], float threshold) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < GROUP; ++k) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum += v[k][j] > threshold ? v[k][j] : 0.0f;
+  }
+  return sum;
+}
+
+// The pivot pass's two sums in one sweep of a step: this thread's elements above pivot0 added to
+// sums.above0, those above pivot1 to sums.above1, in the order k, j. No barrier: the block's sums
+// are reduced once, after the last step.
+template <int VEC>
+__device__ __forceinline__ void add_above_pivots(PivotSums& sums, const float (&v)[GROUP][VEC], float pivot0,
+                                                 float pivot1) {
+#pragma unroll
+  for (int k = 0; k < GROUP; ++k) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      sums.above0 += v[k][j] > pivot0 ? v[k][j] : 0.0f;
+      sums.above1 += v[k][j] > pivot1 ? v[k][j] : 0.0f;
+    }
+  }
+}
+
+// The draw pass inside one thread: from `acc`, the running mass before this thread's elements,
+// add its elements above `low` in the order k, j (sum_above's order); the first one at which the
+// running mass reaches u is this thread's candidate, returned as k * VEC + j (-1: none). Only an
+// element above low may be the candidate: the running mass can step down by an ulp (a float
+// prefix sum is not monotonic), and a token of p <= low must never be drawn.
+template <int VEC>
+__device__ __forceinline__ int first_reaching(const float (&v)[GROUP][VEC], float low, float acc, float u) {
+  int hit = -1;
+#pragma unroll
+  for (int k = 0; k < GROUP; ++k) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      if (hit < 0 && v[k][j] > low) {
+        acc += v[k][j];
+        if (acc >= u) hit = k * VEC + j;
+      }
+    }
+  }
+  return hit;
+}
+
+// The draw's fallback, rare: rounding left u above every running mass of the row. s.sampled
+// becomes the last token of the row with p > low (the largest id: atomicMax), or -1 where there is
+// none. Called by every thread (barriers); s.sampled is readable on return.
+__device__ __forceinline__ void last_above(SharedState& s, const float* row, int64_t vocab, float low) {
+  if (threadIdx.x == 0) s.sampled = -1;
+  __syncthreads();
+  long long last = -1;
+  for (int64_t i = threadIdx.x; i < vocab; i += THREADS) {
+    if (row[i] > low) last = i;
+  }
+  if (last >= 0) atomicMax(&s.sampled, last);
+  __syncthreads();
+}
+
 template <int VEC>
 __global__ void __launch_bounds__(THREADS)
     top_p_sampling_kernel(int64_t* __restrict__ tokens, const float* __restrict__ probs,
@@ -101,66 +177,57 @@ __global__ void __launch_bounds__(THREADS)
   const float p_top = top_p[row_id];
   // BEGIN SOLUTION
   // STUB: // TODO: draw tokens[row_id] from the nucleus of `row` (see the header), without sorting.
-  // STUB: // Keep `low` (draw only from tokens with p > low; start at 0), `high` (start at 1) and `q`
-  // STUB: // (the mass above low; start at 1). Each round:
-  // STUB: // 1. Thread 0 draws u = curand_uniform(&state) * q from a curandStatePhilox4_32_10_t set up
-  // STUB: //    once with curand_init(seed, row_id, offset, &state), and shares it through `s.u`.
-  // STUB: // 2. Walk the row in steps of STEP elements (load_step): the masked values (p > low ? p : 0),
-  // STUB: //    this thread's sum, a BlockScan ExclusiveSum for its running mass and the step's total.
-  // STUB: //    In the step where the running mass reaches u, the first thread whose own elements reach
-  // STUB: //    it (atomicMin on s.winner) names the token. Only a token with p > low may be chosen:
-  // STUB: //    a float prefix sum is not monotonic. If rounding leaves u unreached, take the next such
-  // STUB: //    token, or the last one of the row.
-  // STUB: // 3. pivot_0 = row[token], pivot_1 = halfway to high; one more pass sums the probabilities
-  // STUB: //    above each (BlockReduce with AddPivotSums). If the sum above pivot_0 is < top_p, keep the
-  // STUB: //    token; else raise low to pivot_0 (if the sum above pivot_1 is < top_p: high = pivot_1)
-  // STUB: //    or to pivot_1, set q to the mass above the new low, and go again.
-  // STUB: // With top_p >= 1 the first draw is already in the nucleus.
+  // STUB: // 1. curandStatePhilox4_32_10_t rng, initialized in thread 0 only (the only one that draws) with
+  // STUB: //    curand_init(seed, row_id, offset, &rng): subsequence = row, so rows are independent;
+  // STUB: //    float low = 0, high = 1 (the nucleus's smallest probability lies in (low, high]), q = 1 (the
+  // STUB: //    mass of the tokens with p > low), int64_t token. Then rounds, steps 2 to 5, until one stops:
+  // STUB: // 2. Draw from {p > low} renormalized: const float u = draw_uniform(s, rng, q). Walk the row in
+  // STUB: //    steps (base = 0, STEP, 2 STEP, ... < vocab), stopping after the step that names the token;
+  // STUB: //    `passed` is the mass of the steps before. Each step:
+  // STUB: //    a. float v[GROUP][VEC]; load_step<VEC>(v, row, vocab, base); mine = sum_above<VEC>(v, low).
+  // STUB: //    b. BlockScan(s.cub.scan).ExclusiveSum(mine, before, step_total): the mass of the threads
+  // STUB: //       before this one, and the step's, in every thread; then __syncthreads() (scratch reused).
+  // STUB: //    c. If passed + step_total >= u (true in every thread or in none): hit = first_reaching<VEC>(v,
+  // STUB: //       low, passed + before, u); a thread with hit >= 0 calls atomicMin(&s.winner, threadIdx.x)
+  // STUB: //       (the first in scan order wins: the same token on every run); __syncthreads(); the winner
+  // STUB: //       writes s.sampled = token_id<VEC>(base, hit / VEC, hit % VEC); the token is named if
+  // STUB: //       s.winner < THREADS (else rounding left u unreached: go on); __syncthreads().
+  // STUB: //    d. passed += step_total.
+  // STUB: //    If no step named it: last_above(s, row, vocab, low).
+  // STUB: // 3. token = s.sampled. Stop if token < 0 (no p > low) or p_top >= 1 (every draw is in the nucleus).
+  // STUB: // 4. The test, one full pass: pivot0 = row[token], pivot1 = 0.5f * (pivot0 + high), or high if that
+  // STUB: //    is not above pivot0. Every step into one PivotSums mine{0, 0}: load_step, then
+  // STUB: //    add_above_pivots<VEC>(mine, v, pivot0, pivot1). Then
+  // STUB: //    BlockReduce(s.cub.reduce).Reduce(mine, AddPivotSums{}) (valid in thread 0), shared through
+  // STUB: //    s.sums: thread 0 writes it, __syncthreads(), all read it, __syncthreads() (s.sums and the
+  // STUB: //    scratch are written again next round).
+  // STUB: // 5. If sums.above0 < p_top: the token is in the nucleus, stop. Else every token of p <= pivot0 is
+  // STUB: //    out: if sums.above1 < p_top, low = pivot0, high = pivot1, q = sums.above0; else low = pivot1,
+  // STUB: //    q = sums.above1. Stop if !(low < high) (rounding: cannot happen in exact arithmetic).
+  // STUB: // 6. Thread 0 writes tokens[row_id] = token.
   // STUB: (void)row;
   // STUB: (void)p_top;
   curandStatePhilox4_32_10_t rng;
   if (threadIdx.x == 0) curand_init(seed, row_id, offset, &rng);  // subsequence = row: rows independent
-  float low = 0.0f, high = 1.0f;  // the nucleus's smallest probability lies in (low, high]
   float q = 1.0f;                 // mass of the tokens with p > low
+  float high = 1.0f, low = 0.0f;  // the nucleus's smallest probability lies in (low, high]
   int64_t token = 0;
   for (;;) {
     // ---- Draw one token from {p > low}, renormalized: invert its running mass at u in (0, q].
     // The running mass may follow any fixed order of the tokens: here thread by thread within a
     // step (thread t's GROUP * VEC elements, then thread t + 1's), steps in row order.
-    if (threadIdx.x == 0) {
-      s.u = curand_uniform(&rng) * q;
-      s.winner = THREADS;
-    }
-    __syncthreads();
-    const float u = s.u;
+    const float u = draw_uniform(s, rng, q);
     float passed = 0.0f;  // mass of the steps already walked
     bool done = false;
     for (int64_t base = 0; base < vocab && !done; base += STEP) {
       float v[GROUP][VEC];
       load_step<VEC>(v, row, vocab, base);
-      float mine = 0.0f;
-#pragma unroll
-      for (int k = 0; k < GROUP; ++k) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) mine += v[k][j] > low ? v[k][j] : 0.0f;
-      }
+      const float mine = sum_above<VEC>(v, low);
       float before, step_total;
       BlockScan(s.cub.scan).ExclusiveSum(mine, before, step_total);  // step_total: in every thread
       __syncthreads();  // the scan's scratch is reused by the next step
       if (passed + step_total >= u) {  // the same decision in every thread
-        // Walk my elements; the first one whose running mass reaches u is my candidate.
-        float acc = passed + before;
-        int hit = -1;  // k * VEC + j of the candidate
-#pragma unroll
-        for (int k = 0; k < GROUP; ++k) {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            if (hit < 0 && v[k][j] > low) {
-              acc += v[k][j];
-              if (acc >= u) hit = k * VEC + j;
-            }
-          }
-        }
+        const int hit = first_reaching<VEC>(v, low, passed + before, u);  // k * VEC + j, or -1
         // Rounding can let two threads reach u (the scan adds in another order than a thread
         // does): the first in scan order wins, the same one on every run.
         if (hit >= 0) atomicMin(&s.winner, static_cast<int>(threadIdx.x));
@@ -171,16 +238,7 @@ __global__ void __launch_bounds__(THREADS)
       }
       passed += step_total;
     }
-    if (!done) {  // rare: u beyond the row's rounded mass. Take the last token with p > low.
-      if (threadIdx.x == 0) s.sampled = -1;
-      __syncthreads();
-      long long last = -1;
-      for (int64_t i = threadIdx.x; i < vocab; i += THREADS) {
-        if (row[i] > low) last = i;
-      }
-      if (last >= 0) atomicMax(&s.sampled, last);
-      __syncthreads();
-    }
+    if (!done) last_above(s, row, vocab, low);  // rare: u beyond the row's rounded mass
     token = s.sampled;
     if (token < 0) break;      // no token with p > low at all: not a distribution (rows sum to 1)
     if (p_top >= 1.0f) break;  // the nucleus is every token with p > 0: any draw is in it
@@ -193,14 +251,7 @@ __global__ void __launch_bounds__(THREADS)
     for (int64_t base = 0; base < vocab; base += STEP) {
       float v[GROUP][VEC];
       load_step<VEC>(v, row, vocab, base);  // every load of the step issued before any add
-#pragma unroll
-      for (int k = 0; k < GROUP; ++k) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          mine.above0 += v[k][j] > pivot0 ? v[k][j] : 0.0f;
-          mine.above1 += v[k][j] > pivot1 ? v[k][j] : 0.0f;
-        }
-      }
+      add_above_pivots<VEC>(mine, v, pivot0, pivot1);
     }
     const PivotSums total = BlockReduce(s.cub.reduce).Reduce(mine, AddPivotSums{});  // valid in thread 0
     if (threadIdx.x == 0) s.sums = total;
