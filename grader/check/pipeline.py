@@ -19,9 +19,9 @@ from pathlib import Path
 from .. import build as _build
 from .. import config, toolchain
 from .. import exercises as _exercises
+from ..release import untouched_stub
 from ..spec import Exercise
 from .gate import GpuGate
-from ..release import untouched_stub
 from .result import UNTOUCHED_STUB, Result
 from .static import link_checks, python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker, sanitize_max_bytes
