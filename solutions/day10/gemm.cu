@@ -215,8 +215,10 @@ __device__ __forceinline__ void store_c_tile(T* __restrict__ c, const T* cs, int
     if (gr >= m || gc >= n) continue;
     const uint4 val = *reinterpret_cast<const uint4*>(&cs[row * C_PITCH + col]);
     T* dst = c + gr * n + gc;
-    if (vec_c && gc + 8 <= n) {
-      *reinterpret_cast<uint4*>(dst) = val;
+    if (vec_c && gc + 8 <= n) {  // one 16-byte store (st.global.v4: nvcc splits a plain uint4 store here)
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(val.x), "r"(val.y), "r"(val.z),
+                   "r"(val.w)
+                   : "memory");
     } else {  // the edge of N, or a row of C that is not 16-byte aligned: one element at a time
       const uint32_t w[4] = {val.x, val.y, val.z, val.w};
 #pragma unroll
