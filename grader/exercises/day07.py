@@ -117,11 +117,12 @@ EXERCISES = [
         tolerance=_tolerance,
         # Read the weight and x once, write y once (x is re-read by every block, from L2).
         bytes_moved=lambda p: 2 * (p["N"] * p["K"] + p["M"] * p["K"] + p["M"] * p["N"]),
-        target=memory_bound(lambda p: 2 * (p["N"] * p["K"] + p["M"] * p["K"] + p["M"] * p["N"]), 0.90,
+        target=memory_bound(lambda p: 2 * (p["N"] * p["K"] + p["M"] * p["K"] + p["M"] * p["N"]), 0.75,
                             also=(matmul_baseline(_matmul),), traffic="read"),
-        target_note="on an H200, cuBLAS (torch.matmul) reached 0.68-0.72x of a 2 GB copy at these shapes "
-                    "(grading-method.md) and 0.75-0.86x of a copy of the same bytes in the course's run: the "
-                    "target asks for more than cuBLAS",
+        target_note="a call of ~40 us is one wave of blocks that all start together and end unevenly: on the "
+                    "H200, cuBLAS (torch.matmul) reached 0.83-0.87x of the read ceiling at these shapes and the "
+                    "reference 0.77-0.84x, in one run; a cp.async ring that only reads 134 MB, nothing "
+                    "computed, 0.90-0.91x (docs/decisions.md)",
         # A weight of 4096 x 14336 is 117 MB, 2x the L2: every byte is read once after the grader's
         # L2 flush, so no part of it can come from the cache.
         min_timed_bytes=100e6,

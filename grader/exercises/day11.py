@@ -253,11 +253,13 @@ EXERCISES = [
         call=_call,
         reference=reference,
         tolerance=_tolerance,
-        target=memory_bound(_kv_bytes, 0.85, also=(SDPA_GATHERED,), traffic="read"),
-        target_note="on the H200: FlashInfer's tensor-core decode 0.87-0.88x of the KV bytes, its "
-                    "CUDA-core decode 0.54-0.64x, torch SDPA (cuDNN) on contiguous unpaged KV 0.90-0.93x "
-                    "(grading-method.md); the sdpa ratio reported beside yours is SDPA on the same KV gathered "
-                    "into contiguous tensors once, before timing",
+        target=memory_bound(_kv_bytes, 0.72, also=(SDPA_GATHERED,), traffic="read"),
+        target_note="batch 1 is one wave of split blocks and a merge in ~50 us: on the H200, torch SDPA (cuDNN) "
+                    "on the same KV gathered into contiguous tensors reached 0.75-0.76x of the read ceiling there, "
+                    "as the reference did (0.74-0.76x), and 1.00x at batch 64 and 256, where the reference "
+                    "reached 0.85-0.87x; a cp.async ring that only reads batch 1's bytes, nothing computed, "
+                    "0.90-0.91x (docs/decisions.md). The sdpa ratio reported beside yours is SDPA on the same "
+                    "KV gathered once, before timing",
         # batch 1 x 32768 is 134 MB of K and V, 2.2x the L2: every byte is read once after the grader's
         # L2 flush, so none of it can come from the cache.
         min_timed_bytes=120e6,

@@ -23,8 +23,9 @@
 // its own online-softmax state for its 16 rows and the 4 states merge through shared memory at the
 // end. When batch * kv_heads blocks cannot fill the GPU, each request is split into `splits` token
 // ranges; each split writes its state (o, lse) to the workspace and a second launch of the kernel
-// (phase 1) merges them (course/attention.cuh). A merge by the last block to arrive, in the same
-// launch, was slower (benchmarks/read_bound: docs/decisions.md).
+// (phase 1) merges them (course/attention.cuh). On sm_90 that launch is a programmatic dependent
+// launch: its blocks are resident before phase 0 ends and wait for it in griddepcontrol.wait, so
+// the launch gap between the two is not paid.
 //
 // Given: attend_tile, one warp's tensor-core math on a tile (S = Q K^T, the online softmax on the mma
 // fragments, O += P V: FlashAttention-2's register layout, which Day 12 teaches), stage_q, the merge
@@ -172,9 +173,11 @@ __device__ __forceinline__ void attend_tile(const T* q_s, const T* ks, const T* 
 // Given: the 4 warps' states of the block merged into one per query head. park_warp_states waits for
 // every copy still in flight and for every warp (it reuses the K/V stages as o_part), then parks each
 // warp's rows < group in shared memory: its o divided by its d, its m and its d (warp, group_row and
-// pair: the lane's place in attend_tile's layout). Then block_state(row, col) merges the WARPS parked
-// states of element (row, col) of the group's O into one course::softmax_state<1>: o[0] the output,
-// lse2() = m + log2(d) the row's lse in base 2.
+// pair: the lane's place in attend_tile's layout). Once per row it turns them into weights, warp w's
+// d_w 2^(m_w - m) / sum over the warps (m the largest m_w), in d_part, and the row's lse (base 2) in
+// m_part[0]: the merge's exponentials and division once per row, not once per element. Then
+// block_state(row, col) is element (row, col) of the group's O as one course::softmax_state<1>:
+// o[0] the weighted sum of the warps' o, lse2() the row's lse in base 2.
 template <int HEAD_DIM>
 __device__ __forceinline__ void park_warp_states(const float (&o_acc)[HEAD_DIM / 8][4], const float (&m)[2],
                                                  const float (&d)[2], float* o_part, float (*m_part)[MAX_GROUP],
@@ -203,6 +206,24 @@ __device__ __forceinline__ void park_warp_states(const float (&o_acc)[HEAD_DIM /
     }
   }
   __syncthreads();
+  const int lane = threadIdx.x % 32;
+  if (warp == 0 && lane < group) {  // per row, once: warp w's weight d_w 2^(m_w - m) / sum, and the row's lse
+    const int row = lane;
+    float mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, m_part[w][row]);
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+      const float x = mx == -INFINITY ? 0.0f : d_part[w][row] * course::ptx_exp2(m_part[w][row] - mx);
+      d_part[w][row] = x;
+      sum += x;
+    }
+    const float to_one = sum > 0.0f ? 1.0f / sum : 0.0f;  // the weights add up to 1
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) d_part[w][row] *= to_one;
+    m_part[0][row] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
+  }
+  __syncthreads();
 }
 
 template <int HEAD_DIM>
@@ -210,12 +231,11 @@ __device__ __forceinline__ course::softmax_state<1> block_state(const float* o_p
                                                                 const float (*d_part)[MAX_GROUP], int group, int row,
                                                                 int col) {
   course::softmax_state<1> st;
-  st.init();
+  st.o[0] = 0.0f;
 #pragma unroll
-  for (int w = 0; w < WARPS; ++w) {
-    const float ow[1] = {o_part[(w * group + row) * HEAD_DIM + col]};
-    st.merge(ow, m_part[w][row], d_part[w][row]);
-  }
+  for (int w = 0; w < WARPS; ++w) st.o[0] += d_part[w][row] * o_part[(w * group + row) * HEAD_DIM + col];
+  st.m = m_part[0][row];  // the row's lse (base 2): lse2() = m + log2(1)
+  st.d = 1.0f;
   return st;
 }
 
@@ -331,6 +351,12 @@ __global__ void __launch_bounds__(THREADS)
   const int group_row = lane / 4, pair = lane % 4;  // the lane's place in the mma tiles (attend_tile's layout)
   const int qo_heads = kv_heads * group;
   const int64_t row_stride = static_cast<int64_t>(kv_heads) * HEAD_DIM;  // one token slot of all KV heads
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Programmatic dependent launch: phase 1's blocks may start before phase 0 ends; they wait here
+  // for phase 0 to finish and its writes to be visible. Phase 0 lets them launch at once.
+  if (phase == 1) asm volatile("griddepcontrol.wait;" ::: "memory");
+  else asm volatile("griddepcontrol.launch_dependents;");
+#endif
   if (phase == 1) {
     merge_splits<T, HEAD_DIM>(o, lse, workspace, qo_heads, splits);
     return;
@@ -476,10 +502,23 @@ cudaError_t launch_decode(T* o, float* lse, const T* q, const T* kv_cache, const
       o, lse, q, kv_cache, kv_indptr, kv_indices, kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
       static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 0);
   if (splits > 1) {  // phase 1: merge the splits' states, after phase 0 on the same stream
-    const dim3 merge_grid(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch));
-    batch_decode_kernel<T, HEAD_DIM><<<merge_grid, THREADS, merge_smem_bytes(), stream>>>(
-        o, lse, q, kv_cache, kv_indptr, kv_indices, kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
-        static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 1);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(qo_heads), static_cast<unsigned>(batch));
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = merge_smem_bytes();
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    int device = 0, major = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cfg.attrs = attr;
+    cfg.numAttrs = major >= 9 ? 1 : 0;  // sm_90 and later: launched while phase 0 runs
+    err = cudaLaunchKernelEx(&cfg, batch_decode_kernel<T, HEAD_DIM>, o, lse, q, kv_cache, kv_indptr, kv_indices,
+                             kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
+                             static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 1);
+    if (err != cudaSuccess) return err;
   }
   return cudaGetLastError();
 }
