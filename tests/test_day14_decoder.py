@@ -147,14 +147,18 @@ def test_known_wrong_modules_fail_the_module_checks(tmp_path, name, old, new, sa
 def test_stub_fails_the_module_checks(tmp_path):
     rows = _rows(_variant(day14.DECODER.stub_path.read_text(), "stub_course", tmp_path, "stub"), "stub_course")
     failed = {r[1] for r in rows if r[2] == "fail"}
-    assert "op course::rope" in failed and "torch.compile(fullgraph=True) of Decoder.step" in failed
-    assert "op course::rmsnorm" not in failed  # the stub's one worked example
+    assert "op course::fused_add_rmsnorm" in failed and "op course::decode_attention" in failed
+    assert "op course::top_p_sampling" in failed and "torch.compile(fullgraph=True) of Decoder.step" in failed
+    # the stub's worked examples: the plain op, an op that mutates its inputs, and one on strided slices
+    assert not {"op course::rmsnorm", "op course::rope", "op course::silu_and_mul",
+                "op course::prefill_attention"} & failed
 
 
 def test_release_writes_the_python_stub():
     stub = release.make_stub(SOLUTION.read_text(), str(SOLUTION))
     compile(stub, "decoder.py", "exec")
-    assert "BEGIN SOLUTION" not in stub and "course::rope" not in stub.split("# TODO")[0].split("KERNELS = {}")[1]
+    given = stub.split("# TODO")[0].split("KERNELS = {}")[1]  # the ops the stub gives, before its first TODO
+    assert "BEGIN SOLUTION" not in stub and "course::rope" in given and "course::decode_attention" not in given
     assert 'raise NotImplementedError("Decoder.step")' in stub
     planned = [p for p in release.plan() if p.solution == SOLUTION]
     assert planned and planned[0].text.startswith("# Your exercise:") and planned[0].state == "up to date"

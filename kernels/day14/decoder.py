@@ -1,4 +1,4 @@
-# Your exercise: fill in the TODOs. Generated from solutions/day14/decoder.py by `grader release` (stub-hash 3765fde0e647).
+# Your exercise: fill in the TODOs. Generated from solutions/day14/decoder.py by `grader release` (stub-hash add0e7b2b1d4).
 # Day 14 capstone: a Llama-architecture decoder that runs on your kernels.
 #
 # Your kernels of Days 2, 6, 8, 11, 12 and 14 become torch.library custom ops (namespace `course`),
@@ -60,14 +60,60 @@ def _(x, weight, eps):
     return torch.empty_like(x)
 
 
-# TODO: register the other six ops the same way, each with its fake implementation
+@torch.library.custom_op("course::rope", mutates_args=("q", "k"))
+def rope(q: Tensor, k: Tensor, positions: Tensor, theta: float) -> None:
+    """q [tokens, qo_heads, d] and k [tokens, kv_heads, d] rotated in place (today's kernel); their
+    rows may be slices of one fused qkv (the strides say how far apart)."""
+    m = KERNELS["day14.rope"]
+    (m.rope_bf16 if _bf16(q) else m.rope_fp16)(q, k, positions, q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+                                               q.stride(0), k.stride(0), theta)
+
+
+@rope.register_fake
+def _(q, k, positions, theta):
+    return None
+
+
+@torch.library.custom_op("course::silu_and_mul", mutates_args=())
+def silu_and_mul(x: Tensor) -> Tensor:
+    """[tokens, 2 d] -> [tokens, d]: silu(gate) * up (Day 2)."""
+    out = x.new_empty(x.shape[0], x.shape[1] // 2)
+    k = KERNELS["day02.silu_and_mul"]
+    (k.silu_and_mul_bf16 if _bf16(x) else k.silu_and_mul_fp16)(out, x, x.shape[0], x.shape[1] // 2)
+    return out
+
+
+@silu_and_mul.register_fake
+def _(x):
+    return x.new_empty(x.shape[0], x.shape[1] // 2)
+
+
+@torch.library.custom_op("course::prefill_attention", mutates_args=())
+def prefill_attention(q: Tensor, k: Tensor, v: Tensor, sm_scale: float) -> Tensor:
+    """Causal attention of q [batch, seq, qo_heads, d] on k, v [batch, seq, kv_heads, d] (Day 12);
+    q, k, v may be strided slices of one fused qkv."""
+    b, n, qo, d = q.shape
+    o = q.new_empty(b, n, qo, d)
+    lse = torch.empty(b, n, qo, dtype=torch.float32, device=q.device)
+    m = KERNELS["day12.flash_attention"]
+    (m.flash_attention_bf16 if _bf16(q) else m.flash_attention_fp16)(
+        o, lse, q, k, v, b, n, n, qo, k.shape[2], d, q.stride(1), k.stride(1), True, sm_scale)
+    return o
+
+
+@prefill_attention.register_fake
+def _(q, k, v, sm_scale):
+    return q.new_empty(q.shape)
+
+
+# TODO: register the last three ops the same way, each with its fake implementation
 # (grader/exercises/day14.py, OPS, lists their schemas):
 #   course::fused_add_rmsnorm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps) -> ()
-#   course::rope(Tensor(a!) q, Tensor(b!) k, Tensor positions, float theta) -> ()
-#   course::silu_and_mul(Tensor x) -> Tensor
-#   course::prefill_attention(Tensor q, Tensor k, Tensor v, float sm_scale) -> Tensor
+#       in place: mutates_args names what it writes, and it returns nothing
 #   course::decode_attention(Tensor q, Tensor kv_cache, Tensor kv_indptr, Tensor kv_indices,
 #                            Tensor kv_last_page_len, float sm_scale) -> Tensor
+#       Day 11's kernel; its split-KV workspace allocated inside the op (in a CUDA graph it comes
+#       from the graph's pool, at the same address on every replay)
 #   course::top_p_sampling(Tensor probs, Tensor top_p, SymInt seed, SymInt offset) -> Tensor  (int in Python)
 
 

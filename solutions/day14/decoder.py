@@ -59,29 +59,6 @@ def _(x, weight, eps):
     return torch.empty_like(x)
 
 
-# BEGIN SOLUTION
-# STUB: # TODO: register the other six ops the same way, each with its fake implementation
-# STUB: # (grader/exercises/day14.py, OPS, lists their schemas):
-# STUB: #   course::fused_add_rmsnorm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps) -> ()
-# STUB: #   course::rope(Tensor(a!) q, Tensor(b!) k, Tensor positions, float theta) -> ()
-# STUB: #   course::silu_and_mul(Tensor x) -> Tensor
-# STUB: #   course::prefill_attention(Tensor q, Tensor k, Tensor v, float sm_scale) -> Tensor
-# STUB: #   course::decode_attention(Tensor q, Tensor kv_cache, Tensor kv_indptr, Tensor kv_indices,
-# STUB: #                            Tensor kv_last_page_len, float sm_scale) -> Tensor
-# STUB: #   course::top_p_sampling(Tensor probs, Tensor top_p, SymInt seed, SymInt offset) -> Tensor  (int in Python)
-@torch.library.custom_op("course::fused_add_rmsnorm", mutates_args=("x", "residual"))
-def fused_add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
-    """residual += x; x = rmsnorm(residual) * weight, both in place (Day 6)."""
-    k = KERNELS["day06.fused_add_rmsnorm"]
-    (k.fused_add_rmsnorm_bf16 if _bf16(x) else k.fused_add_rmsnorm_fp16)(x, residual, weight, x.shape[0],
-                                                                          x.shape[1], eps)
-
-
-@fused_add_rmsnorm.register_fake
-def _(x, residual, weight, eps):
-    return None
-
-
 @torch.library.custom_op("course::rope", mutates_args=("q", "k"))
 def rope(q: Tensor, k: Tensor, positions: Tensor, theta: float) -> None:
     """q [tokens, qo_heads, d] and k [tokens, kv_heads, d] rotated in place (today's kernel); their
@@ -126,6 +103,29 @@ def prefill_attention(q: Tensor, k: Tensor, v: Tensor, sm_scale: float) -> Tenso
 @prefill_attention.register_fake
 def _(q, k, v, sm_scale):
     return q.new_empty(q.shape)
+
+
+# BEGIN SOLUTION
+# STUB: # TODO: register the last three ops the same way, each with its fake implementation
+# STUB: # (grader/exercises/day14.py, OPS, lists their schemas):
+# STUB: #   course::fused_add_rmsnorm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps) -> ()
+# STUB: #       in place: mutates_args names what it writes, and it returns nothing
+# STUB: #   course::decode_attention(Tensor q, Tensor kv_cache, Tensor kv_indptr, Tensor kv_indices,
+# STUB: #                            Tensor kv_last_page_len, float sm_scale) -> Tensor
+# STUB: #       Day 11's kernel; its split-KV workspace allocated inside the op (in a CUDA graph it comes
+# STUB: #       from the graph's pool, at the same address on every replay)
+# STUB: #   course::top_p_sampling(Tensor probs, Tensor top_p, SymInt seed, SymInt offset) -> Tensor  (int in Python)
+@torch.library.custom_op("course::fused_add_rmsnorm", mutates_args=("x", "residual"))
+def fused_add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
+    """residual += x; x = rmsnorm(residual) * weight, both in place (Day 6)."""
+    k = KERNELS["day06.fused_add_rmsnorm"]
+    (k.fused_add_rmsnorm_bf16 if _bf16(x) else k.fused_add_rmsnorm_fp16)(x, residual, weight, x.shape[0],
+                                                                          x.shape[1], eps)
+
+
+@fused_add_rmsnorm.register_fake
+def _(x, residual, weight, eps):
+    return None
 
 
 @torch.library.custom_op("course::decode_attention", mutates_args=())
