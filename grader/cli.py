@@ -25,7 +25,8 @@ def cmd_list(args) -> int:
         rel = lambda p: p.relative_to(toolchain.ROOT)  # noqa: E731
         print(f"{ex.id:<22} {ex.title}")
         print(f"    {ex.summary}")
-        print(f"    your file  {rel(ex.stub_path)}\n    solution   {rel(ex.solution_path)}")
+        print(f"    your file  {rel(ex.stub_path)} (about {ex.lines_to_write} lines to write)\n"
+              f"    solution   {rel(ex.solution_path)}")
         print(f"    spec       {rel(ex.spec_path)}\n    notebook   {ex.notebook}  (cell 'Exercise: {ex.name}')")
         print(f"    target     {ex.target.describe()}; required SASS: "
               f"{', '.join(ex.required_sass) or 'none'}")

@@ -74,6 +74,22 @@ def make_stub(solution_text: str, name: str = "<solution>") -> str:
     return "\n".join(out) + "\n"
 
 
+def lines_to_write(solution_text: str, name: str = "<solution>") -> int:
+    """How many lines the reference writes where its stub has TODOs: the non-blank lines of its
+    solution blocks that are neither STUB lines nor comments (what a learner writes, about)."""
+    begin_rx, end_rx, stub_rx, _, _ = _markers(name)
+    comment = "#" if str(name).endswith(".py") else "//"
+    count, inside = 0, False
+    for line in solution_text.splitlines():
+        if begin_rx.match(line):
+            inside = True
+        elif end_rx.match(line):
+            inside = False
+        elif inside and line.strip() and not stub_rx.match(line) and not line.strip().startswith(comment):
+            count += 1
+    return count
+
+
 def target_text(target) -> str:
     """A spec's `Target` in words: its own `describe()`, then each `also` baseline that must be
     reached too (`required`), worded the same way."""

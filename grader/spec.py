@@ -287,6 +287,13 @@ class Exercise:
         return toolchain.SOLUTIONS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
 
     @property
+    def lines_to_write(self) -> int:
+        """About how many lines a learner writes: the reference's, where the stub has its TODOs."""
+        from .release import lines_to_write
+
+        return lines_to_write(self.solution_path.read_text(), str(self.solution_path))
+
+    @property
     def spec_path(self) -> Path:
         return Path(__file__).parent / "exercises" / f"{self.day}.py"
 

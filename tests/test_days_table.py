@@ -14,7 +14,8 @@ def test_the_readme_table_is_rendered_from_the_specs():
 def test_every_exercise_and_its_target_is_in_the_table():
     table = days_table.render()
     for ex in exercises.all_exercises().values():
-        assert f"`{ex.id}`: {ex.title}. Target: {ex.target.describe()}" in table
+        assert (f"`{ex.id}`: {ex.title}. About {ex.lines_to_write} lines to write. Target: {ex.target.describe()}"
+                in table)
 
 
 def test_days_table_rewrites_only_its_block(tmp_path):

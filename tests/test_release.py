@@ -103,3 +103,19 @@ def test_an_untouched_stub_is_recognised_and_an_edited_one_is_not():
         assert not untouched_stub(ex.solution_path.read_text(), ex.solution_path), ex.id
     result = check("day01.scale_add", perf=False, quiet=True)
     assert result.not_started and result.headline.startswith("NOT STARTED") and not result.ok
+
+
+def test_lines_to_write_counts_the_reference_code_in_solution_blocks_only():
+    text = ("int given;\n// BEGIN SOLUTION\n// STUB: // TODO: write it\n  // a comment\n  int a = 1;\n\n"
+            "  int b = 2;\n// END SOLUTION\nint also_given;\n")
+    assert release.lines_to_write(text, "x.cu") == 2
+    py = "x = 1\n# BEGIN SOLUTION\n# STUB: # TODO\n# why\ny = 2\n# END SOLUTION\n"
+    assert release.lines_to_write(py, "x.py") == 1
+
+
+def test_every_exercise_asks_for_at_most_80_lines():
+    # A day's exercise asks for its lesson's idea; the bookkeeping around it is given in the file.
+    from grader import exercises
+
+    too_long = {i: ex.lines_to_write for i, ex in exercises.all_exercises().items() if ex.lines_to_write > 80}
+    assert not too_long, f"exercises asking for more than 80 lines: {too_long}"

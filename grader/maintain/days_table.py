@@ -1,4 +1,5 @@
-"""The README's table of days, rendered from the exercise specs: each exercise's title, target
+"""The README's table of days, rendered from the exercise specs: each exercise's title, the lines its
+reference writes where the stub has TODOs, target
 (`Exercise.target`, with any `also` baseline it must reach too) and required SASS, so that no target
 is written twice. `python -m grader days-table` rewrites the block between the markers below;
 `--check` only compares (tests/test_days_table.py runs it).
@@ -44,7 +45,8 @@ TOPICS = {
 
 def _exercise(ex) -> str:
     sass = ", ".join(f"`{op}`" for op in ex.required_sass)
-    return f"`{ex.id}`: {ex.title}. Target: {target_text(ex.target)}." + (f" Required SASS: {sass}." if sass else "")
+    return (f"`{ex.id}`: {ex.title}. About {ex.lines_to_write} lines to write. Target: {target_text(ex.target)}."
+            + (f" Required SASS: {sass}." if sass else ""))
 
 
 def render() -> str:
