@@ -21,7 +21,8 @@ from . import toolchain
 BEGIN = re.compile(r"^(\s*)//\s*BEGIN SOLUTION\b.*$")
 END = re.compile(r"^\s*//\s*END SOLUTION\b.*$")
 STUB = re.compile(r"^\s*//\s*STUB:\s?(.*)$")
-HEADER = "// Your exercise: fill in the TODOs. Generated from {src} by `grader release` (stub-hash {h}).\n"
+HEADER = ("// Your exercise: fill in the TODOs, about {n} lines (the reference's there). Generated from {src} by "
+          "`grader release` (stub-hash {h}).\n")
 HEADER_RE = re.compile(r"^// Your exercise: .* \(stub-hash ([0-9a-f]{12})\)\.\n")
 # A Python module's markers are `#` comments: the same patterns with `#` for `//`.
 PY_MARKERS = tuple(re.compile(rx.pattern.replace("//", "#")) for rx in (BEGIN, END, STUB, HEADER_RE))
@@ -138,8 +139,9 @@ def plan() -> list[Planned]:
                        *toolchain.SOLUTIONS.glob("day*/*.py")]):
         rel = sol.relative_to(toolchain.ROOT)
         _, _, _, header, header_rx = _markers(sol)
-        body = fill_target(make_stub(sol.read_text(encoding="utf-8"), str(rel)), sol, str(rel))
-        text = header.format(src=rel.as_posix(), h=_hash(body)) + body
+        solution = sol.read_text(encoding="utf-8")
+        body = fill_target(make_stub(solution, str(rel)), sol, str(rel))
+        text = header.format(n=lines_to_write(solution, str(rel)), src=rel.as_posix(), h=_hash(body)) + body
         stub = toolchain.KERNELS / sol.parent.name / sol.name
         if not stub.exists():
             state = "new"
