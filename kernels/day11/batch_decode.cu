@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 79 lines (the reference's there). Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash 2b6b96e14eb5).
+// Your exercise: fill in the TODOs, about 79 lines (the reference's there). Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash d2350fed2f34).
 // Day 11 exercise: batched decode attention over a paged KV cache, GQA on the tensor cores, K/V
 // tiles through a cp.async pipeline, split-KV with a merge when the batch is too small to fill the
 // GPU (models: FlashInfer include/flashinfer/attention/decode.cuh, cascade.cuh, page.cuh).
@@ -426,8 +426,12 @@ cudaError_t launch_decode(T* o, float* lse, const T* q, const T* kv_cache, const
     int device = 0, major = 0;
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &capturing);
     cfg.attrs = attr;
-    cfg.numAttrs = major >= 9 ? 1 : 0;  // sm_90 and later: launched while phase 0 runs
+    // sm_90 and later: launched while phase 0 runs. Not while a CUDA graph is being captured: a
+    // graph launches its kernels back to back anyway, and the plain launch is the proven path there.
+    cfg.numAttrs = major >= 9 && capturing == cudaStreamCaptureStatusNone ? 1 : 0;
     err = cudaLaunchKernelEx(&cfg, batch_decode_kernel<T, HEAD_DIM>, o, lse, q, kv_cache, kv_indptr, kv_indices,
                              kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
                              static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 1);

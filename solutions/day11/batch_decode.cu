@@ -513,8 +513,12 @@ cudaError_t launch_decode(T* o, float* lse, const T* q, const T* kv_cache, const
     int device = 0, major = 0;
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &capturing);
     cfg.attrs = attr;
-    cfg.numAttrs = major >= 9 ? 1 : 0;  // sm_90 and later: launched while phase 0 runs
+    // sm_90 and later: launched while phase 0 runs. Not while a CUDA graph is being captured: a
+    // graph launches its kernels back to back anyway, and the plain launch is the proven path there.
+    cfg.numAttrs = major >= 9 && capturing == cudaStreamCaptureStatusNone ? 1 : 0;
     err = cudaLaunchKernelEx(&cfg, batch_decode_kernel<T, HEAD_DIM>, o, lse, q, kv_cache, kv_indptr, kv_indices,
                              kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
                              static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 1);
