@@ -1,11 +1,14 @@
 """Small helpers the notebooks share: the setup banner, GPU-or-skip, device printf capture,
-and bandwidth and TFLOP/s measurement of in-notebook kernels with the grader's timing protocol."""
+bandwidth and TFLOP/s measurement of in-notebook kernels with the grader's timing protocol, and
+reading kernels: a function of a source file, a kernel's SASS, the shared-memory bank model."""
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
+from pathlib import Path
 
 from . import toolchain
 
@@ -114,6 +117,22 @@ def measure_latency(fns: dict, baseline: str, label: str = "") -> dict[str, dict
     return out
 
 
+def print_bandwidth(results: dict[str, dict], width: int = 16, us_width: int = 8) -> None:
+    """Print measure_bandwidth's results, a line each: the name (padded to `width`), GB/s, the
+    median time in us (`us_width` wide) and the fraction of the copy ceiling timed alongside."""
+    for name, r in results.items():
+        print(f"{name:<{width}} {r['gbps']:7.0f} GB/s  {r['us']:{us_width}.1f} us  {r['copy_ratio']:5.2f}x copy")
+
+
+def gemm_inputs(m: int, n: int, k: int, dtype=None):
+    """A GEMM's inputs on the GPU, for C = A B^T: A (m x k) and B (n x k), row-major, standard normal
+    entries drawn in fp32 and cast to `dtype` (default torch.bfloat16)."""
+    import torch
+
+    dtype = torch.bfloat16 if dtype is None else dtype
+    return torch.randn(m, k, device="cuda").to(dtype), torch.randn(n, k, device="cuda").to(dtype)
+
+
 def _record(label: str, measured: dict) -> None:
     for name, m in measured.items():
         record(label, name, **m)
@@ -130,6 +149,97 @@ def record(label: str, name: str, **metrics) -> None:
         return
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"label": label, "name": name, **metrics}) + "\n")
+
+
+# ------------------------------------------------------- reading kernels: sources, SASS, shared-memory banks
+def file_header(path) -> str:
+    """A source file's opening comment: its lines up to the first that does not start with //
+    (each kernel file opens with what it adds and what it should reach)."""
+    lines = []
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("//"):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def kernel_lines(path, kernel: str, lines_before: int = 0) -> list[str]:
+    """The lines of one __global__ function of a source file: from the first line that holds
+    "__global__" and `kernel` (and the `lines_before` lines above it: 1 for a `template <...>` line)
+    to its closing brace, the first line after it that is just "}"."""
+    lines = Path(path).read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if "__global__" in l and kernel in l)
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    return lines[start - lines_before:end + 1]
+
+
+def show_kernel(path, kernel: str, lines_before: int = 0) -> None:
+    """Print one __global__ function of a source file (kernel_lines: from its signature, or
+    `lines_before` lines above it, to its closing brace)."""
+    print("\n".join(kernel_lines(path, kernel, lines_before)))
+
+
+def show_with_comment(path, name: str, stop_at: tuple[str, ...] = ("}",)) -> None:
+    """Print one function of a source file with the comment and template line above it: from its
+    signature (the first line with `name(` that is not a // comment) up over the lines above it to a
+    blank line or to a line that starts with one of `stop_at` (the end of what comes before), and
+    down to its closing brace, the first line after the signature that is just "}"."""
+    lines = Path(path).read_text().splitlines()
+    at = next(i for i, l in enumerate(lines) if f"{name}(" in l and not l.lstrip().startswith("//"))
+    start = at
+    while start > 0 and lines[start - 1].strip() and not lines[start - 1].startswith(stop_at):
+        start -= 1
+    end = next(i for i in range(at, len(lines)) if lines[i] == "}")
+    print("\n".join(lines[start:end + 1]))
+
+
+def kernel_of(path) -> str:
+    """A kernel file's text from its first __global__ to the end of its anonymous namespace (the line
+    "}  // namespace"): the kernel and what follows it there, without the file's opening comment and
+    the exported launch functions."""
+    text = Path(path).read_text()
+    return text[text.index("__global__"):text.index("}  // namespace")]
+
+
+# One SASS instruction line of cuobjdump: "/*0040*/  @P0 LDC R5, c[0x0][RZ] ;  /* 0x...encoding... */"
+# (address, the instruction with its predicate, the opcode).
+SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+((?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)[^;]*?)\s*;")
+
+
+def sass_lines(kernel, keep: tuple[str, ...] = (), addresses: bool = True) -> list[str]:
+    """A compiled kernel's SASS (a kernel of grader.build.compile_cubin's report), an instruction a line
+    in program order, without the encodings and the NOP padding: "0040  LDC R5, c[0x0][RZ]", or with
+    addresses=False "LDC R5, c[0x0][RZ]". With `keep` (opcode prefixes, e.g. ("LDG", "STG")), only
+    the instructions whose opcode starts with one of them."""
+    found = (SASS_LINE.search(line) for line in kernel.sass.splitlines())
+    return [f"{m.group(1)}  {m.group(2)}" if addresses else m.group(2) for m in found
+            if m and m.group(3) != "NOP" and (not keep or m.group(3).startswith(keep))]
+
+
+def memory_ops(kernel, prefixes: tuple[str, ...] = ("LDG", "STG"), counts: bool = True):
+    """A compiled kernel's SASS opcodes that start with one of `prefixes` (by default global loads and
+    stores; add "LDS", "STS", "BAR" for shared memory and barriers), in opcode order: {opcode: how many
+    times it appears}, or with counts=False the list of opcodes."""
+    ops = [(op, n) for op, n in sorted(kernel.opcodes().items()) if op.startswith(prefixes)]
+    return dict(ops) if counts else [op for op, _ in ops]
+
+
+def passes(addresses, width: int = 4) -> int:
+    """Shared-memory passes (Nsight Compute's wavefronts) that one access of a warp needs, in the model
+    of 32 banks 4 bytes wide. `addresses`: the byte address each lane reads or writes (for 16-byte
+    accesses, the 8 lanes of one phase, e.g. the 8 row addresses of one ldmatrix 8 x 8 tile), each
+    access `width` bytes (4, also for 1- and 2-byte elements, which share the word that holds them;
+    16 for 16-byte vectors and ldmatrix rows), aligned to `width`. A bank delivers one word per pass;
+    lanes that ask for the same `width`-byte piece share one read (a broadcast). So: the most distinct
+    pieces any one bank is asked for."""
+    if width % 4:
+        raise ValueError(f"width {width}: a multiple of the 4-byte bank word")
+    per_bank: dict[int, set] = {}
+    for a in addresses:
+        piece = a // width
+        for word in range(piece * width // 4, (piece + 1) * width // 4):
+            per_bank.setdefault(word % 32, set()).add(piece)
+    return max(len(s) for s in per_bank.values())
 
 
 # ----------------------------------------------------- the committed GPU report, where there is no GPU

@@ -48,14 +48,14 @@ def _kernel_fp32(x, positions, theta, dtype, pairs="half", angle_dtype=None, pos
 
 
 def _passes(p, x, got, which="q"):
-    tol = day14._rope_tolerance(p)[which]
+    tol = day14.rope_tolerance(p)[which]
     exp = day14.rope_reference(x[which], x["positions"], p["theta"])
     err = (got.double() - exp).abs()
     return bool((err <= tol.atol + tol.rtol * exp.abs()).all())
 
 
 def test_reference_is_hf_rotate_half():
-    p = day14._rope_params("bf16", 7, 4, 2, 64)
+    p = day14.rope_params("bf16", 7, 4, 2, 64)
     x = _inputs(p)
     q = x["q"].double()
     d = q.shape[-1]

@@ -164,7 +164,9 @@ def nucleus(row, top_p: float):
 
 
 # ------------------------------------------------------------------------------- spec parts
-def _inputs(p, gen, device="cuda"):
+def make_inputs(p, gen, device="cuda"):
+    """A case's inputs (`p`: a case's params): `probs`, rows of `p["distributions"]` distributions each
+    repeated `p["rows_each"]` times, their `top_p`, and the Philox `seed` and `philox_offset`."""
     import torch
 
     rows32 = []
@@ -199,12 +201,13 @@ def _call(mod, p, inputs, outputs):
                            inputs["philox_offset"] + OFFSET_STEP)
 
 
-def _reference(p, inputs):
+def reference(p, inputs):
+    """{"tokens": the exact renormalized nucleus of each row}, the distribution the draws must follow."""
     import torch
 
     probs, top_p = inputs["probs"], inputs["top_p"]
     each = p["rows_each"]
-    firsts = probs[::each].cpu()  # one row of each distinct distribution; on the host, as _inputs
+    firsts = probs[::each].cpu()  # one row of each distinct distribution; on the host, as make_inputs
     exact = torch.stack([nucleus(r, float(t)) for r, t in zip(firsts, top_p[::each].tolist())])
     exact = exact.repeat_interleave(each, dim=0)
     return {"tokens": exact.repeat(2, 1) if p["twice"] else exact}
@@ -249,10 +252,10 @@ EXERCISES = [
         entry_points=["cudaError_t top_p_sampling(int64_t* tokens, const float* probs, const float* top_p, "
                       "int64_t batch, int64_t vocab, int64_t seed, int64_t offset, cudaStream_t stream)"],
         cases=_cases(),
-        make_inputs=_inputs,
+        make_inputs=make_inputs,
         make_outputs=_outputs,
         call=_call,
-        reference=_reference,
+        reference=reference,
         tolerance=_tolerance,
         target=latency(Baseline("torch", "torch sort + cumsum + mask + multinomial", _torch_baseline),
                        speedup=15.0,

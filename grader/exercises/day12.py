@@ -29,8 +29,9 @@ KINDS = {
 }
 
 
-def _params(dt, batch, seq_q, seq_kv, qo_heads=32, kv_heads=8, head_dim=128, causal=False, kind="random",
+def params(dt, batch, seq_q, seq_kv, qo_heads=32, kv_heads=8, head_dim=128, causal=False, kind="random",
             fused=False):
+    """A case's params: dtype ("fp16", "bf16"), shapes, causal, the magnitudes `kind` (KINDS), fused qkv."""
     return {"dtype": dt, "batch": batch, "seq_q": seq_q, "seq_kv": seq_kv, "qo_heads": qo_heads,
             "kv_heads": kv_heads, "head_dim": head_dim, "causal": causal, "kind": kind, "fused": fused}
 
@@ -47,37 +48,38 @@ def _cases():
     for dt in DTYPES:
         # Tails of the 128-row query tile and the 32-key tile: 1, 2, 3, 127, 128, 129 tokens, with and
         # without the mask (8 query heads on 2 KV heads).
-        cases += [_case(_params(dt, 1, n, n, 8, 2, causal=c)) for n in (1, 2, 3, 127, 128, 129) for c in (False, True)]
+        cases += [_case(params(dt, 1, n, n, 8, 2, causal=c)) for n in (1, 2, 3, 127, 128, 129) for c in (False, True)]
         # seq_q != seq_kv: a chunk of new queries on a longer KV (chunked prefill: the causal mask aligned
         # bottom-right), one query (decode), one key; more queries than keys (causal: the first rows may
         # attend no key at all: o = 0, lse = -inf).
-        cases += [_case(_params(dt, 2, sq, skv, 8, 2, causal=c))
+        cases += [_case(params(dt, 2, sq, skv, 8, 2, causal=c))
                   for sq, skv, c in ((1, 1000, True), (1000, 1, False), (129, 1, True), (300, 77, True),
                                      (77, 300, True), (200, 333, False), (63, 4097, True))]
         # Small enough for racecheck (<= 1 MB), with 10 K/V tiles of 32 keys a block through the ring of 2
         # stages: a stage is refilled while the warps may still be reading it (the label's 5 tiles are of
         # 64 keys, the tile of an earlier reference).
-        cases.append(_case(_params(dt, 1, 128, 320, 2, 1, 64), " (5 K/V tiles a block)"))
+        cases.append(_case(params(dt, 1, 128, 320, 2, 1, 64), " (5 K/V tiles a block)"))
         # every head_dim and group size (1, 4, 8)
-        cases += [_case(_params(dt, 2, 257, 257 if qo != 32 else 700, qo, kv, hd, causal=qo != 32))
+        cases += [_case(params(dt, 2, 257, 257 if qo != 32 else 700, qo, kv, hd, causal=qo != 32))
                   for hd in (64, 128) for qo, kv in ((8, 8), (32, 8), (64, 8))]
         # Llama 3 8B (32 query heads on 8 KV heads, head_dim 128): a prompt of 2048 tokens; 1000 new tokens
         # appended to 3096 cached ones; q, k, v as slices of one fused qkv projection.
-        cases += [_case(_params(dt, 2, 2048, 2048, causal=True), " (Llama 3 8B)"),
-                  _case(_params(dt, 1, 1000, 4096, causal=True), " (Llama 3 8B, chunked prefill)"),
-                  _case(_params(dt, 3, 999, 999, causal=True, fused=True), " (Llama 3 8B, fused qkv: strided)")]
+        cases += [_case(params(dt, 2, 2048, 2048, causal=True), " (Llama 3 8B)"),
+                  _case(params(dt, 1, 1000, 4096, causal=True), " (Llama 3 8B, chunked prefill)"),
+                  _case(params(dt, 3, 999, 999, causal=True, fused=True), " (Llama 3 8B, fused qkv: strided)")]
         # magnitudes: all-equal scores, very large and very small entries
         for kind in ("equal", "large", "small"):
-            cases += [_case(_params(dt, 2, 513, 513, causal=True, kind=kind), f", {kind} scores"),
-                      _case(_params(dt, 1, 300, 3000, kind=kind), f", {kind} scores")]
+            cases += [_case(params(dt, 2, 513, 513, causal=True, kind=kind), f", {kind} scores"),
+                      _case(params(dt, 1, 300, 3000, kind=kind), f", {kind} scores")]
     # Timed: 16384 tokens per call at Llama 3 8B's heads, as 8 prompts of 2048 and as one of 16384.
-    cases += [_case(_params(dt, b, n, n, causal=c), " (Llama 3 8B)", perf=True)
+    cases += [_case(params(dt, b, n, n, causal=c), " (Llama 3 8B)", perf=True)
               for dt, b, n, c in (("bf16", 8, 2048, True), ("fp16", 8, 2048, False), ("bf16", 1, 16384, False),
                                   ("fp16", 1, 16384, True))]
     return cases
 
 
-def _inputs(p, gen, device="cuda"):
+def make_inputs(p, gen, device="cuda"):
+    """q, k and v for a case's params (`params`), with its KINDS magnitudes; if fused, views into one qkv buffer."""
     import torch
 
     dt = torch_dtype(p["dtype"])
@@ -99,7 +101,9 @@ def sm_scale(p) -> float:
     return 1.0 / math.sqrt(p["head_dim"])
 
 
-def _outputs(p, inputs):
+def make_outputs(p, inputs):
+    """o [batch, seq_q, qo_heads, head_dim] and lse [batch, seq_q, qo_heads] (fp32), uninitialized, for
+    the call to write."""
     import torch
 
     dev = inputs["q"].device
@@ -173,12 +177,12 @@ def attended_pairs(p) -> int:
     return (lo + hi) * (hi - lo + 1) // 2 if hi >= lo else 0
 
 
-def _flops(p):
+def flops(p):
     """2 flops per multiply-add, two products (q.k and p.v) of head_dim per attended pair."""
     return 4 * p["batch"] * p["qo_heads"] * attended_pairs(p) * p["head_dim"]
 
 
-def _bytes(p):
+def bytes_moved(p):
     """The fewest bytes a call moves: q, k and v read once, o and lse written once."""
     item = 2
     b, hd = p["batch"], p["head_dim"]
@@ -217,12 +221,12 @@ EXERCISES = [
             "bool causal, float sm_scale, cudaStream_t stream)",
         ],
         cases=_cases(),
-        make_inputs=_inputs,
-        make_outputs=_outputs,
+        make_inputs=make_inputs,
+        make_outputs=make_outputs,
         call=_call,
         reference=reference,
         tolerance=_tolerance,
-        target=compute_bound(flops=_flops, bytes_moved=_bytes, baseline=sdpa_flash_baseline(_sdpa), ratio=0.90,
+        target=compute_bound(flops=flops, bytes_moved=bytes_moved, baseline=sdpa_flash_baseline(_sdpa), ratio=0.90,
                              dtype=lambda p: p["dtype"]),
         target_note="TFLOP/s counts only the (query, key) pairs the mask lets through. On the H200, SDPA's FLASH "
                     "backend (FlashAttention-2) reached ~351 / 335 TFLOP/s non-causal / causal (bf16, batch 4 x "

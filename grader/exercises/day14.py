@@ -19,8 +19,10 @@ INPUT_BOUND = 4.0  # q and k entries are randn clamped to +-4 (x scale): the tol
 
 
 # --------------------------------------------------------------------------------------- rope
-def _rope_params(dt, tokens, qo_heads=32, kv_heads=8, head_dim=128, max_pos=8192, theta=LLAMA3_THETA,
+def rope_params(dt, tokens, qo_heads=32, kv_heads=8, head_dim=128, max_pos=8192, theta=LLAMA3_THETA,
                  fused=False, offset=0, scale=1.0):
+    """A RoPE case's params: dtype, tokens, heads, head_dim, positions below max_pos, theta, fused qkv,
+    misalignment offset (elements) and the entries' scale."""
     return {"dtype": dt, "tokens": tokens, "qo_heads": qo_heads, "kv_heads": kv_heads, "head_dim": head_dim,
             "max_pos": max_pos, "theta": theta, "fused": fused, "offset": offset, "scale": scale}
 
@@ -29,35 +31,35 @@ def _rope_cases():
     cases = []
     for dt in DTYPES:
         # tails of the token count (1-3, 127-129, 989) at Llama 3 8B's heads; positions up to 8192
-        cases += [Case(f"{dt} tokens={t}", _rope_params(dt, t)) for t in (1, 2, 3, 127, 128, 129, 989)]
+        cases += [Case(f"{dt} tokens={t}", rope_params(dt, t)) for t in (1, 2, 3, 127, 128, 129, 989)]
         # every head_dim (Llama 3.2 1B: 64; 8B: 128; 256), MHA and GQA, one head; 80 and 96: half-rows
         # of 5 and 6 vectors (a token's threads do not divide the block); 72: half-rows of 36
         # elements, not a whole number of 16-byte vectors (the scalar path)
         for hd in (64, 80, 96, 128, 256, 72):
             for qo, kv in ((8, 8), (32, 8), (1, 1)):
                 cases.append(Case(f"{dt} head_dim {hd}, heads {qo}/{kv}, tokens 33",
-                                  _rope_params(dt, 33, qo, kv, hd)))
+                                  rope_params(dt, 33, qo, kv, hd)))
         # q, k, v as slices of one fused qkv projection (strided rows); v must stay untouched
-        cases += [Case(f"{dt} fused qkv tokens={t}", _rope_params(dt, t, fused=True)) for t in (1, 129, 2048)]
+        cases += [Case(f"{dt} fused qkv tokens={t}", rope_params(dt, t, fused=True)) for t in (1, 129, 2048)]
         # base pointers one element off (a slice can start anywhere): the scalar path
-        cases += [Case(f"{dt} tokens=77 misaligned by 1", _rope_params(dt, 77, offset=1)),
-                  Case(f"{dt} fused qkv tokens=19 misaligned by 1", _rope_params(dt, 19, fused=True, offset=1))]
+        cases += [Case(f"{dt} tokens=77 misaligned by 1", rope_params(dt, 77, offset=1)),
+                  Case(f"{dt} fused qkv tokens=19 misaligned by 1", rope_params(dt, 19, fused=True, offset=1))]
         # positions: a prompt's first token only (0: the identity), its first 256, Llama 3.1's 131072-token
         # context, Llama 2's theta 10000, a decode batch of 64 tokens, Llama 3 70B's 64 query heads
-        cases += [Case(f"{dt} positions 0 only", _rope_params(dt, 50, max_pos=1)),
+        cases += [Case(f"{dt} positions 0 only", rope_params(dt, 50, max_pos=1)),
                   # a prompt's first 256 positions: fp32 angles are almost exact there, so the tolerance
                   # is the output rounding alone (cos and sin rounded to fp16/bf16 fail here)
-                  Case(f"{dt} positions up to 256, tokens 989", _rope_params(dt, 989, max_pos=256)),
-                  Case(f"{dt} positions up to 131072", _rope_params(dt, 500, max_pos=131072)),
-                  Case(f"{dt} rope_theta 10000 (Llama 2)", _rope_params(dt, 300, theta=10000.0)),
-                  Case(f"{dt} decode batch 64", _rope_params(dt, 64)),
-                  Case(f"{dt} Llama 3 70B heads 64/8", _rope_params(dt, 129, 64, 8)),
-                  Case(f"{dt} large entries (x 1000)", _rope_params(dt, 129, scale=1000.0)),
-                  Case(f"{dt} small entries (x 1e-3)", _rope_params(dt, 129, scale=1e-3))]
+                  Case(f"{dt} positions up to 256, tokens 989", rope_params(dt, 989, max_pos=256)),
+                  Case(f"{dt} positions up to 131072", rope_params(dt, 500, max_pos=131072)),
+                  Case(f"{dt} rope_theta 10000 (Llama 2)", rope_params(dt, 300, theta=10000.0)),
+                  Case(f"{dt} decode batch 64", rope_params(dt, 64)),
+                  Case(f"{dt} Llama 3 70B heads 64/8", rope_params(dt, 129, 64, 8)),
+                  Case(f"{dt} large entries (x 1000)", rope_params(dt, 129, scale=1000.0)),
+                  Case(f"{dt} small entries (x 1e-3)", rope_params(dt, 129, scale=1e-3))]
     # A 32768-token prefill chunk at Llama 3 8B's heads: 335 MB of q and k, read and written.
-    cases += [Case(f"{dt} tokens=32768 Llama 3 8B heads (past L2)", _rope_params(dt, 32768, max_pos=32768),
+    cases += [Case(f"{dt} tokens=32768 Llama 3 8B heads (past L2)", rope_params(dt, 32768, max_pos=32768),
                    perf=True) for dt in DTYPES]
-    cases.append(Case("bf16 fused qkv tokens=32768 (past L2)", _rope_params("bf16", 32768, max_pos=32768,
+    cases.append(Case("bf16 fused qkv tokens=32768 (past L2)", rope_params("bf16", 32768, max_pos=32768,
                                                                               fused=True), perf=True))
     return cases
 
@@ -125,7 +127,9 @@ def angle_error(max_pos: int) -> float:
     return 8 * ULP32 * max(1, max_pos)
 
 
-def _rope_tolerance(p):
+def rope_tolerance(p):
+    """{"q": Tolerance, "k": Tolerance} for a RoPE case: the output's rounding plus the angle error of
+    fp32 sin/cos at positions up to p["max_pos"]."""
     u = UNIT_ROUNDOFF[p["dtype"]]
     xmax = INPUT_BOUND * p["scale"]
     delta = angle_error(p["max_pos"])
@@ -187,7 +191,7 @@ ROPE = Exercise(
     make_outputs=lambda p, inputs: {},
     call=_rope_call,
     reference=_rope_reference,
-    tolerance=_rope_tolerance,
+    tolerance=rope_tolerance,
     target=memory_bound(_rope_bytes, 0.88, also=(Baseline("torch", "HF apply_rotary_pos_emb (eager)", _rope_eager),)),
     target_note="a rotation is a few FMAs per element once the angles are in registers: a copy's speed is "
                 "within reach; eager PyTorch (HF's apply_rotary_pos_emb) makes ~10 passes over q and k",
@@ -556,15 +560,16 @@ def decoder_module_checks(sub, gpu: bool, ns: str = "course"):
 DECODER_SHAPES = [(1, 1, 5), (2, 2, 3), (3, 3, 17), (1, 127, 4), (2, 128, 3), (3, 129, 20), (8, 300, 10)]
 
 
-def _decoder_params(batch, prompt, steps, perf=False):
+def decoder_params(batch, prompt, steps, perf=False):
+    """A decoder case's params: batch, prompt length, decode steps (Llama 3 8B's layers and vocabulary)."""
     return {"batch": batch, "prompt": prompt, "steps": steps, "layers": LLAMA3_8B["layers"],
             "vocab": LLAMA3_8B["vocab"], "perf": perf}
 
 
 def _decoder_cases():
-    cases = [Case(f"bf16 batch {b}, prompt {n}, {s} decode steps", _decoder_params(b, n, s))
+    cases = [Case(f"bf16 batch {b}, prompt {n}, {s} decode steps", decoder_params(b, n, s))
              for b, n, s in DECODER_SHAPES]
-    cases += [Case(f"bf16 decode step, batch {b}, context 4096", _decoder_params(b, 4096, 1, perf=True), perf=True)
+    cases += [Case(f"bf16 decode step, batch {b}, context 4096", decoder_params(b, 4096, 1, perf=True), perf=True)
               for b in (1, 64)]
     return cases
 
@@ -582,7 +587,8 @@ def _weights(inputs):
     return {k[2:]: v for k, v in inputs.items() if k.startswith("w.")}
 
 
-def _decoder_outputs(p, inputs):
+def decoder_outputs(p, inputs):
+    """{"logits": [steps + 1, batch, vocab] fp32}: the prefill's last logits, then each decode step's."""
     import torch
 
     return {"logits": torch.empty(p["steps"] + 1, p["batch"], p["vocab"], dtype=torch.float32,
@@ -613,7 +619,7 @@ class _Run:
         self.model, self.first = model, first
 
 
-def _decoder_call(sub, p, inputs, outputs):
+def decoder_call(sub, p, inputs, outputs):
     """Untimed: build your Decoder, prefill the prompt, capture, then one decode() per forced token;
     every step's logits compared. Timed (a second call on the same inputs): the same last step again
     (your Decoder's `lens` reset to the prompt), one plan + replay."""
@@ -748,9 +754,9 @@ DECODER = Exercise(
     entry_points=["use_kernels", "Decoder"],
     cases=_decoder_cases(),
     make_inputs=_decoder_inputs,
-    check_timed_calls=False,  # built once from the weights, a timed call replays one step (_decoder_call)
-    make_outputs=_decoder_outputs,
-    call=_decoder_call,
+    check_timed_calls=False,  # built once from the weights, a timed call replays one step (decoder_call)
+    make_outputs=decoder_outputs,
+    call=decoder_call,
     reference=_decoder_reference,
     tolerance=decoder_tolerance,
     target=latency(EAGER_GRAPH, DECODER_SPEEDUP, _decoder_bytes, also=(COMPILED,)),
