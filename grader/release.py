@@ -21,8 +21,7 @@ from . import toolchain
 BEGIN = re.compile(r"^(\s*)//\s*BEGIN SOLUTION\b.*$")
 END = re.compile(r"^\s*//\s*END SOLUTION\b.*$")
 STUB = re.compile(r"^\s*//\s*STUB:\s?(.*)$")
-HEADER = ("// Your exercise: fill in the TODOs, about {n} lines (the reference's there). Generated from {src} by "
-          "`grader release` (stub-hash {h}).\n")
+HEADER = "// Your exercise: fill in the TODOs (about {n} lines). Generated from {src} by `grader release` (stub-hash {h}).\n"
 HEADER_RE = re.compile(r"^// Your exercise: .* \(stub-hash ([0-9a-f]{12})\)\.\n")
 # A Python module's markers are `#` comments: the same patterns with `#` for `//`.
 PY_MARKERS = tuple(re.compile(rx.pattern.replace("//", "#")) for rx in (BEGIN, END, STUB, HEADER_RE))

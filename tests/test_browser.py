@@ -207,7 +207,7 @@ def test_exercise_file_opens_as_cpp_with_2_space_indent(lab, browser):
     # The indent the editor really uses: Tab at the start of line 1 inserts it (then undone, never saved).
     before = (ROOT / EXERCISE_FILE).read_bytes()
     page.locator(".jp-FileEditor .cm-line").first.click()
-    page.keyboard.press("Home")
+    page.keyboard.press("Control+Home")  # the start of the file (Home alone: of the visual row of a wrapped line)
     page.keyboard.press("Tab")
     first_line = page.locator(".jp-FileEditor .cm-line").first.inner_text()
     page.keyboard.press("Control+z")

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 5 lines (the reference's there). Generated from solutions/day01/scale_add.cu by `grader release` (stub-hash 03ef1105892a).
+// Your exercise: fill in the TODOs (about 5 lines). Generated from solutions/day01/scale_add.cu by `grader release` (stub-hash 03ef1105892a).
 // Day 1 exercise: scale-add, out = alpha * x + y, correct for every size n.
 //
 //   x, y, out  (n,) fp32

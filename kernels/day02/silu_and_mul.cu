@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 22 lines (the reference's there). Generated from solutions/day02/silu_and_mul.cu by `grader release` (stub-hash 133b4c1ffae0).
+// Your exercise: fill in the TODOs (about 22 lines). Generated from solutions/day02/silu_and_mul.cu by `grader release` (stub-hash 133b4c1ffae0).
 // Day 2 exercise: SiLU-and-mul with 16-byte vector loads (model: FlashInfer activation.cuh).
 //
 //   input  [num_tokens, 2 * d]   the gate half x1 = input[:, :d], the up half x2 = input[:, d:]

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 23 lines (the reference's there). Generated from solutions/day03/gelu_tanh_and_mul.cu by `grader release` (stub-hash 1e9563be4c89).
+// Your exercise: fill in the TODOs (about 23 lines). Generated from solutions/day03/gelu_tanh_and_mul.cu by `grader release` (stub-hash 1e9563be4c89).
 // Day 3 exercise: GELU-tanh-and-mul with tanh.approx and 16-byte loads (model: FlashInfer
 // activation.cuh with math.cuh's tanh).
 //

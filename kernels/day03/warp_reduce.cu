@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 14 lines (the reference's there). Generated from solutions/day03/warp_reduce.cu by `grader release` (stub-hash fd04d8b8a2a4).
+// Your exercise: fill in the TODOs (about 14 lines). Generated from solutions/day03/warp_reduce.cu by `grader release` (stub-hash fd04d8b8a2a4).
 // Day 3 exercise: a warp reduction through PTX butterfly shuffles (model: FlashInfer math.cuh's
 // shfl_xor_sync, used by its norm and softmax kernels).
 //

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 36 lines (the reference's there). Generated from solutions/day04/transpose.cu by `grader release` (stub-hash 1535f018982a).
+// Your exercise: fill in the TODOs (about 36 lines). Generated from solutions/day04/transpose.cu by `grader release` (stub-hash 1535f018982a).
 // Day 4 exercise: a conflict-free matrix transpose, fp32 and fp16, any shape.
 //
 //   inp  (rows, cols)  row-major

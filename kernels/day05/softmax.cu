@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 68 lines (the reference's there). Generated from solutions/day05/softmax.cu by `grader release` (stub-hash c22350900ebf).
+// Your exercise: fill in the TODOs (about 68 lines). Generated from solutions/day05/softmax.cu by `grader release` (stub-hash c22350900ebf).
 // Day 5 exercise: row softmax for fp32, fp16 and bf16, rows of 1 to 262144 elements (models:
 // FlashInfer norm.cuh, where QKRMSNormKernel gives a row to a warp and RMSNormKernel gives it to
 // a block; sampling.cuh's OnlineSoftmaxFusedKernel for long rows and for how a softmax treats

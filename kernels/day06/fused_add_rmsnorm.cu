@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 68 lines (the reference's there). Generated from solutions/day06/fused_add_rmsnorm.cu by `grader release` (stub-hash 8135ec73dff9).
+// Your exercise: fill in the TODOs (about 68 lines). Generated from solutions/day06/fused_add_rmsnorm.cu by `grader release` (stub-hash 8135ec73dff9).
 // Day 6 exercise: fused residual add + RMSNorm, in place (model: FlashInfer norm.cuh,
 // FusedAddRMSNorm; the same operation as vLLM's fused_add_rms_norm).
 //

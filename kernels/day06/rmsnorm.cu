@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 55 lines (the reference's there). Generated from solutions/day06/rmsnorm.cu by `grader release` (stub-hash b208f5254424).
+// Your exercise: fill in the TODOs (about 55 lines). Generated from solutions/day06/rmsnorm.cu by `grader release` (stub-hash b208f5254424).
 // Day 6 exercise: RMSNorm with the row read once (model: FlashInfer include/flashinfer/norm.cuh).
 //
 //   input   [rows, hidden]   fp16 or bf16

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 53 lines (the reference's there). Generated from solutions/day07/skinny_gemm.cu by `grader release` (stub-hash a0e4d0415296).
+// Your exercise: fill in the TODOs (about 53 lines). Generated from solutions/day07/skinny_gemm.cu by `grader release` (stub-hash a0e4d0415296).
 // Day 7 exercise: skinny GEMM, the decode-shaped matrix product, through a cp.async pipeline
 // (model: FlashInfer include/flashinfer/cp_async.cuh and permuted_smem.cuh; the split of the work
 // is "stream-K", Osama et al., PPoPP 2023, as CUTLASS implements it).

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 56 lines (the reference's there). Generated from solutions/day08/top_p_sampling.cu by `grader release` (stub-hash 1f7f52c51eaa).
+// Your exercise: fill in the TODOs (about 56 lines). Generated from solutions/day08/top_p_sampling.cu by `grader release` (stub-hash 1f7f52c51eaa).
 // Day 8 exercise: top-p (nucleus) sampling without sorting, one block per row (model: FlashInfer
 // sampling.cuh, TopPSamplingFromProbKernel; written for this course, not copied).
 //

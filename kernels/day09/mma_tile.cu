@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 41 lines (the reference's there). Generated from solutions/day09/mma_tile.cu by `grader release` (stub-hash 89d829cb9d87).
+// Your exercise: fill in the TODOs (about 41 lines). Generated from solutions/day09/mma_tile.cu by `grader release` (stub-hash 89d829cb9d87).
 // Day 9 exercise: one warp computes one 16 x 16 tile of C += A B on the tensor cores, from shared
 // memory, with ldmatrix and mma.sync (model: FlashInfer include/flashinfer/mma.cuh).
 //

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 60 lines (the reference's there). Generated from solutions/day09/tensor_core_gemm.cu by `grader release` (stub-hash 311032af4c48).
+// Your exercise: fill in the TODOs (about 60 lines). Generated from solutions/day09/tensor_core_gemm.cu by `grader release` (stub-hash 311032af4c48).
 // Day 9 exercise: a first full tensor-core GEMM, C = A B^T, with ldmatrix and mma.sync.
 //
 //   a  [M, K]  fp16 or bf16, row-major (a token's activations)

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 54 lines (the reference's there). Generated from solutions/day10/gemm.cu by `grader release` (stub-hash eb72b2a6f67a).
+// Your exercise: fill in the TODOs (about 54 lines). Generated from solutions/day10/gemm.cu by `grader release` (stub-hash eb72b2a6f67a).
 // Day 10 exercise: a fast tensor-core GEMM, C = A B^T, with everything the day adds to Day 9.
 //
 //   a  [M, K]  fp16 or bf16, row-major

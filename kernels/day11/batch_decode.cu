@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 79 lines (the reference's there). Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash d2350fed2f34).
+// Your exercise: fill in the TODOs (about 79 lines). Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash d2350fed2f34).
 // Day 11 exercise: batched decode attention over a paged KV cache, GQA on the tensor cores, K/V
 // tiles through a cp.async pipeline, split-KV with a merge when the batch is too small to fill the
 // GPU (models: FlashInfer include/flashinfer/attention/decode.cuh, cascade.cuh, page.cuh).

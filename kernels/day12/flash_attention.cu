@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 80 lines (the reference's there). Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 5e077fef10af).
+// Your exercise: fill in the TODOs (about 80 lines). Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 5e077fef10af).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).

@@ -1,4 +1,4 @@
-# Your exercise: fill in the TODOs, about 64 lines (the reference's there). Generated from solutions/day14/decoder.py by `grader release` (stub-hash add0e7b2b1d4).
+# Your exercise: fill in the TODOs (about 64 lines). Generated from solutions/day14/decoder.py by `grader release` (stub-hash add0e7b2b1d4).
 # Day 14 capstone: a Llama-architecture decoder that runs on your kernels.
 #
 # Your kernels of Days 2, 6, 8, 11, 12 and 14 become torch.library custom ops (namespace `course`),

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs, about 33 lines (the reference's there). Generated from solutions/day14/rope.cu by `grader release` (stub-hash a2d1d8d21788).
+// Your exercise: fill in the TODOs (about 33 lines). Generated from solutions/day14/rope.cu by `grader release` (stub-hash a2d1d8d21788).
 // Day 14 exercise: rotary position embedding applied in place to q and k
 // (model: FlashInfer include/flashinfer/pos_enc.cuh, BatchQKApplyRotaryPosIdsKernel).
 //
