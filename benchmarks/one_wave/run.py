@@ -69,6 +69,13 @@ def trace(mod, call, label):
             le = (t[:8192, 2][sel] - base) / 1e3
             print(f"    blocks on SMs holding {n}: {int(sel.sum())}, loop_end mean {le.mean():.1f} min {le.min():.1f} max {le.max():.1f} us", flush=True)
 
+def ratios(t, nbytes, read_bytes):
+    """The read ceiling's GB/s and, per timed callable, its fraction of it and its median time."""
+    base = t["read"].gbps(read_bytes)
+    return base, {k: {"vs_read": round(v.gbps(nbytes) / base, 3), "us": round(v.median_ms * 1e3, 1)}
+                  for k, v in t.items()}
+
+
 # Day 11
 ex = get("day11.batch_decode")
 gen = torch.Generator(device="cuda")
@@ -100,9 +107,7 @@ for case in ex.perf_cases:
                              (4080, 2, 256), (90004, 8, 256), (90008, 4, 256), (90016, 4, 256), (90016, 2, 256)]:
             blocks = bps * sms
             fns[f"ring{cfg}_b{blocks}_t{th}"] = lambda c=cfg, b=blocks, t=th: mods["ring"].ring_read(buf, sink, nbytes, c, b, t)
-    t = bench_interleaved(fns, max_reps=60, time_cap_s=1.5)
-    base = t["read"].gbps(read_bytes)
-    row = {k: {"vs_read": round(v.gbps(nbytes) / base, 3), "us": round(v.median_ms * 1e3, 1)} for k, v in t.items()}
+    base, row = ratios(bench_interleaved(fns, max_reps=60, time_cap_s=1.5), nbytes, read_bytes)
     res[case.label] = row
     print(f"{case.label}: read {base:.0f} GB/s", flush=True)
     for k, v in sorted(row.items(), key=lambda kv: -kv[1]["vs_read"]):
@@ -132,9 +137,7 @@ for case in ex.perf_cases:
     for k in ("d7_ref", "d7_s3", "d7_s5"):
         o = ex.make_outputs(p, inputs)
         fns[k] = lambda m=mods[k], o=o: ex.call(m, p, inputs, o)
-    t = bench_interleaved(fns, max_reps=60, time_cap_s=1.0)
-    base = t["read"].gbps(read_bytes)
-    row = {k: {"vs_read": round(v.gbps(nbytes) / base, 3), "us": round(v.median_ms * 1e3, 1)} for k, v in t.items()}
+    base, row = ratios(bench_interleaved(fns, max_reps=60, time_cap_s=1.0), nbytes, read_bytes)
     res[case.label] = row
     print(f"{case.label}: read {base:.0f} GB/s " + "  ".join(f"{k} {v['vs_read']:.3f}x {v['us']:.1f}us" for k, v in sorted(row.items(), key=lambda kv: -kv[1]['vs_read'])), flush=True)
     del inputs, fns, ref
