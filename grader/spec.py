@@ -175,6 +175,26 @@ def latency(baseline: Baseline, speedup: float, bytes_read, also=()) -> Target:
     return Target("latency", speedup, baseline, bytes_read, also=also)
 
 
+@dataclass(frozen=True)
+class TimedApart:
+    """How a Python-module exercise's timed case is timed where its code cannot reach the clock
+    (check/timed_apart.py): its process runs batches of steps on demand, the grader's own process
+    times each batch from outside, and the judge checks a random projection of every step's output.
+    Each callable returns `step(request) -> output [rows, width]`, built once for the case's inputs:
+    `learner` (submission, params, inputs) the learner's, `baseline` (Baseline, params, inputs) a
+    baseline's, `reference` (params, inputs) the reference's (fp32). `requests` (params, torch.Generator,
+    n) -> the n base requests of a batch as one tensor (row k: the k-th call's); `chain` (params, base
+    request, the step before's projection [rows] fp32) -> the request made, a function of exact bits
+    (the judge makes it again from the projections handed over); `width` (params) -> the output's
+    last dimension."""
+    learner: Callable[[Any, dict, dict], Callable]
+    baseline: Callable[[Baseline, dict, dict], Callable]
+    reference: Callable[[dict, dict], Callable]
+    requests: Callable[[dict, Any, int], Any]
+    chain: Callable[[dict, Any, Any], Any]
+    width: Callable[[dict], int]
+
+
 # What a learner's file is: a .cu kernel file (most days), a Jinja2 template of one that the
 # exercise renders to .cu (Day 13), or a Python module (Day 14's capstone).
 LEARNER_FILES = {"cu": ".cu", "template": ".cu.j2", "python": ".py"}
@@ -249,6 +269,9 @@ class Exercise:
     # too: (submission, gpu: bool) -> rows (group, name, status, detail).
     depends_on: tuple[str, ...] = ()
     module_checks: Callable[[Any, bool], list] | None = None
+    # Python-module exercises with timed cases: how they are timed (TimedApart). A module's code runs in
+    # the process that would time it, so its timings are taken from outside.
+    timed_apart: TimedApart | None = None
 
     def __post_init__(self):
         if self.target is None:
@@ -260,6 +283,8 @@ class Exercise:
             raise ValueError(f"{self.id}: learner_file must be one of {sorted(LEARNER_FILES)}")
         if self.learner_file == "template" and self.render is None:
             raise ValueError(f"{self.id}: a template exercise needs `render`")
+        if self.learner_file == "python" and self.perf_cases and self.timed_apart is None:
+            raise ValueError(f"{self.id}: a Python-module exercise with timed cases needs `timed_apart`")
 
     def case_bytes(self, p: dict) -> float:
         """The fewest bytes a call with these parameters reads and writes."""

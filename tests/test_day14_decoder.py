@@ -233,7 +233,14 @@ def test_a_module_may_not_import_the_grader(line, says):
     ("import torch.utils.cpp_extension as ext", "imports torch.utils.cpp_extension"),
     ("from torch.utils import cpp_extension", "imports cpp_extension from torch.utils"),
     ("ext = torch.utils.cpp_extension", "reaches native code through torch.utils.cpp_extension"),
-    ("torch.ops.load_library('/tmp/x.so')", "reaches native code through torch.ops.load_library")])
+    ("torch.ops.load_library('/tmp/x.so')", "reaches native code through torch.ops.load_library"),
+    ("import operator\ng = operator.attrgetter('__glob' + 'als__')", "imports operator"),
+    ("import string\nf = string.Formatter().get_field", "imports string"),
+    ("import pydoc\nsystem = pydoc.locate('os.system')", "imports pydoc"),
+    ("import numpy as np\nnp.savetxt('results.jsonl', [])", "imports numpy"),
+    ("torch.save({}, 'results.jsonl')", "reaches files or code from elsewhere through torch.save"),
+    ("from torch import save", "imports save from torch"),
+    ("hub = torch.hub", "reaches files or code from elsewhere through torch.hub")])
 def test_a_module_may_not_reach_around_the_import_checks(line, says):
     """What the learner's Python can touch in the process that judges it: the interpreter's builtins, the
     attributes of torch (a patched comparison or timer judges it), aten's kernels (replaced through

@@ -7,8 +7,11 @@ ends this process, started by the check (supervise.run_worker), makes each case'
 its seed, computes the reference and compares, with nothing of the submission's loaded. Its verdict
 is a correctness check of its own: the worker's word is not needed for it, and cannot overrule it.
 
+The same process judges a Python-module exercise's timed cases (timed_apart.py): the steps the
+check timed, checked, and the baselines timed beside them.
+
 Run as `python -m grader.check.judge CONFIG.json`: CONFIG names the exercise, the folder handed
-over, the (case, seed) runs to judge and the file to write the verdict to.
+over, the (case, seed) runs to judge, the timed cases' records and the file to write the verdict to.
 """
 from __future__ import annotations
 
@@ -113,20 +116,23 @@ def judge_all(ex, runs: list, folder: str | Path, device: str = "cuda") -> dict:
     return {"judged": judged, "problems": problems}
 
 
-def judge_apart(ex, opts, worker_config: dict, result) -> None:
+def judge_apart(ex, opts, worker_config: dict, result, timed: dict | None = None) -> None:
     """After a grading process that got to its end: every run of every untimed case it did not itself
-    fail, judged here in a process of its own (the GPU's gate held meanwhile, as a process that cannot
-    pause holds it). Its row: pass, or the first problem of each case."""
+    fail, and every timed case's steps (`timed`: the check's timings of them, timed_apart.TimingServer's
+    records), judged here in a process of its own (the GPU's gate held meanwhile, as a process that
+    cannot pause holds it). Its rows: pass, or the first problem of each untimed case; a row per timed
+    case (timed_apart.judge_case)."""
     failed = {i.name for i in result.items if i.group == "correctness" and i.status == "fail"}
     runs = [[index, label, seed] for index, case in untimed_cases(ex, worker_config["max_case_bytes"])
-            if case.label not in failed for label, seed in worker_config["seeds"]]
-    if not runs:
+            if case.label not in failed for label, seed in worker_config["seeds"]] if worker_config["handover"] else []
+    if not runs and timed is None:
         return
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grader-judge-") as own:
         cfg, verdict, log = Path(own) / "config.json", Path(own) / "verdict.json", Path(own) / "output.log"
         cfg.write_text(json.dumps({"exercise": ex.id, "folder": worker_config["handover"], "runs": runs,
-                                   "verdict": str(verdict)}), encoding="utf-8")
+                                   "timed": None if timed is None else {str(i): r for i, r in timed.items()},
+                                   "calibrated": opts.calibrated, "verdict": str(verdict)}), encoding="utf-8")
         limit = opts.timeout or ex.timeout_s
         why = None
         # (its own empty folder as the working directory: the handed-over folder is on no import path)
@@ -141,6 +147,14 @@ def judge_apart(ex, opts, worker_config: dict, result) -> None:
             why = f"the judge failed (exit code {rc}): " + log.read_text(errors="replace")[-500:].strip()
         got = json.loads(verdict.read_text(encoding="utf-8")) if why is None else None
     result.add_time("outputs judged apart", time.perf_counter() - t0)
+    if timed is not None:
+        for index, case in enumerate(ex.cases):
+            if case.perf:
+                row = (got or {}).get("timed", {}).get(str(index)) or {
+                    "group": "performance", "name": case.label, "status": "fail", "detail": why or "not judged"}
+                result.add(row["group"], row["name"], row["status"], row["detail"], row.get("metrics"))
+    if not runs:
+        return
     if got is None:
         result.add("correctness", NAME, "fail", why)
     elif got["problems"]:
@@ -157,7 +171,14 @@ def main(config_path: str) -> int:
     from .. import exercises
 
     ex = exercises.get(cfg["exercise"])
-    verdict = judge_all(ex, cfg["runs"], cfg["folder"])
+    verdict = judge_all(ex, cfg["runs"], cfg["folder"]) if cfg["runs"] else {"judged": 0, "problems": []}
+    if cfg.get("timed") is not None:
+        from .timed_apart import judge_case
+
+        calibrated = cfg.get("calibrated") or {}
+        verdict["timed"] = {str(index): judge_case(ex, index, cfg["timed"].get(str(index)),
+                                                   calibrated.get(case.label))
+                            for index, case in enumerate(ex.cases) if case.perf}
     Path(cfg["verdict"]).write_text(json.dumps(verdict), encoding="utf-8")
     return 0
 

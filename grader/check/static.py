@@ -185,17 +185,24 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
     return report
 
 
-# A Python-module exercise may use torch and the course's own modules; nothing that reaches
-# files, processes, the network or the interpreter's machinery (the sandbox is the backstop).
-# "grader": the module runs in the grading process, where importing the grader would let it replace
-# the reference, the comparison or the timing that judge it.
+# What a Python-module exercise may import: torch and a few of Python's own modules that hold no way
+# to files, processes, the network or the interpreter's machinery (operator's attrgetter, string's
+# Formatter, pydoc's locate and pkgutil's resolve_name each reach any attribute or module by name).
+# The module runs in the grading process; the sandbox is the backstop, and its outputs and timings are
+# judged in processes of the grader's own (judge.py, timed_apart.py).
+PY_ALLOWED_IMPORTS = ("__future__", "abc", "collections", "contextlib", "dataclasses", "enum", "functools",
+                      "itertools", "math", "numbers", "torch", "typing")
+# Modules a module could still reach as an attribute of another (torch.sys, torch.os): refused by name.
 PY_DENY_MODULES = {"os", "sys", "subprocess", "socket", "ctypes", "cffi", "importlib", "shutil", "pathlib",
                    "io", "builtins", "multiprocessing", "threading", "signal", "pickle", "marshal", "requests",
                    "urllib", "http", "ftplib", "glob", "tempfile", "mmap", "resource", "pty", "fcntl", "gc",
-                   "inspect", "runpy", "code", "codeop", "grader"}
-# Ways to load native code of its own a module could take from inside torch or numpy (an extension it
-# compiles, a shared library): refused as attributes and as module parts.
+                   "inspect", "runpy", "code", "codeop", "grader", "operator", "pydoc", "pkgutil"}
+# Ways to load native code of its own a module could take from inside torch (an extension it compiles,
+# a shared library): refused as attributes and as module parts.
 PY_DENY_NATIVE = {"cpp_extension", "load_library", "ctypeslib"}
+# torch's ways to files and to code from elsewhere (torch.save, torch.from_file, torch.hub, torch.package),
+# refused as attributes of what a module imported.
+PY_DENY_FILES = {"save", "from_file", "hub", "package"}
 PY_DENY_NAMES = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
                  "input", "getattr", "setattr", "delattr"}
 
@@ -341,6 +348,9 @@ def _python_reach(tree, path: str) -> list[str]:
         if isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
                 and node.id not in PY_ALLOWED_DUNDERS:
             found.append(f"{path}:{node.lineno}: uses {node.id}")
+        if isinstance(node, ast.Attribute) and node.attr in PY_DENY_FILES \
+                and isinstance(_chain_root(node.value)[0], ast.Name) and _chain_root(node.value)[0].id in modules:
+            found.append(f"{path}:{node.lineno}: reaches files or code from elsewhere through {ast.unparse(node)}")
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
             root, called = _chain_root(node.value)
             what = "assigns to" if isinstance(node.ctx, ast.Store) else "deletes"
@@ -383,11 +393,12 @@ def python_checks(ex: Exercise, source, result: Result) -> bool:
             mods = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             mods = [node.module or ""]
-        denied += [f"{source.path}:{node.lineno}: imports {m}" for m in mods
-                   if m.split(".")[0] in PY_DENY_MODULES or PY_DENY_NATIVE & set(m.split("."))]
+        denied += [f"{source.path}:{node.lineno}: imports {m} (a module may import {', '.join(PY_ALLOWED_IMPORTS)})"
+                   for m in mods if m.split(".")[0] not in PY_ALLOWED_IMPORTS
+                   or (PY_DENY_NATIVE | PY_DENY_FILES) & set(m.split("."))]
         if isinstance(node, ast.ImportFrom):
             denied += [f"{source.path}:{node.lineno}: imports {a.name} from {node.module}" for a in node.names
-                       if a.name in PY_DENY_NATIVE]
+                       if a.name in PY_DENY_NATIVE | PY_DENY_FILES]
         if isinstance(node, ast.Name) and node.id in PY_DENY_NAMES:
             denied.append(f"{source.path}:{node.lineno}: uses {node.id}")
         if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):

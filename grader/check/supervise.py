@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import config, toolchain
 from ..spec import Exercise
-from . import judge, sandbox
+from . import judge, sandbox, timed_apart
 from .gate import GpuGate, Supervised, _write, calling_for
 from .result import Result
 
@@ -349,6 +349,10 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                   # a Python module's outputs, judged after it in a process of their own (judge.py)
                   "handover": (str(Path(tmp) / judge.HANDOVER) if ex.learner_file == "python" and not prep.cpu_only
                                and not opts.sanitize and part != "launches" else None)}
+        # a Python module's timed cases, timed from here (timed_apart.py)
+        server = (timed_apart.TimingServer(tmp) if ex.timed_apart is not None and opts.perf and ex.perf_cases
+                  and not prep.cpu_only and not opts.sanitize and part != "launches" else None)
+        worker_config["timed_apart"] = server is not None
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(json.dumps(worker_config))
         log = Path(tmp) / "output.log"
@@ -415,6 +419,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
             finally:  # (a process left registered would hold up every timing on its GPU)
                 if gate is not None:
                     gate.close()
+                timed = server.finish() if server is not None else None
         running, done, fatal = None, False, None
         for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
             rec = json.loads(line)
@@ -431,8 +436,10 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
             elif rec.get("event") == "phase":
                 result.add_time(rec["name"], rec["seconds"])
             elif "group" in rec:
-                result.add(rec["group"], rec["name"], rec["status"], rec.get("detail", ""), rec.get("metrics"))
                 running = None
+                if server is not None and rec["group"] == "performance":
+                    continue  # (timed cases are judged apart: a row from that process is no verdict)
+                result.add(rec["group"], rec["name"], rec["status"], rec.get("detail", ""), rec.get("metrics"))
         group = {c.label: "performance" for c in ex.perf_cases}.get(running, "correctness")
         group = "work" if running == "kernels launched" else group
         if unpaused:
@@ -463,8 +470,11 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                 result.add("correctness", running or "run", "fail", why + (f"\n{tail}" if tail else ""))
         if opts.sanitize and not timed_out:
             _sanitizer_report(opts.sanitize, log.read_text(errors="replace"), result)
-        if done and worker_config["handover"]:
-            judge.judge_apart(ex, opts, worker_config, result)
+        if server is not None and server.problem:
+            result.add("performance", "timed steps", "fail", server.problem)
+            timed = None
+        if done and (worker_config["handover"] or timed is not None):
+            judge.judge_apart(ex, opts, worker_config, result, timed)
         return done
 
 

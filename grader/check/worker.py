@@ -511,6 +511,16 @@ def calibrate(exercise_id: str) -> dict[str, dict]:
     for case in ex.perf_cases:
         p = case.params
         inputs = ex.make_inputs(p, torch.Generator(device="cuda").manual_seed(config.PROFILE_SEED))
+        if ex.timed_apart is not None:  # (timed as the learner's steps are: timed_apart.py)
+            from .timed_apart import time_steps
+
+            step = ex.timed_apart.baseline(t.baseline, p, inputs)
+            with ClockWatch() as watch:
+                value = time_steps(ex.timed_apart, p, step) * 1e6
+            out[case.label] = {"value": value, "clocks": watch.record.as_dict()}
+            del step, inputs
+            torch.cuda.empty_cache()
+            continue
         (fn, moved), = _baseline_fns(ex, t, p, inputs, [t.baseline]).values()
         with ClockWatch() as watch:
             timing = bench_interleaved({"baseline": fn}, flusher)["baseline"]
@@ -702,8 +712,15 @@ def main(cfg: dict) -> int:
             return 1
         phase("side stream")
     if cfg.get("perf", True) and ex.perf_cases and part != "launches":
+        if cfg.get("timed_apart"):  # a Python module's steps, timed by the check's own process
+            from . import timed_apart
+
+            if not timed_apart.serve(ex, mod, os.path.dirname(os.path.abspath(cfg["results"])), emit, gate,
+                                     _short_error, release_case_memory):
+                emit(event="fatal", detail="crashed while its timed steps ran")
+                return 1
         # each case's timed calls with every other grading on this GPU paused (class grading's lanes)
-        if not time_cases(ex, mod, cfg.get("calibrated") or {}, emit, gate):
+        elif not time_cases(ex, mod, cfg.get("calibrated") or {}, emit, gate):
             return 1
         phase(f"timing ({_count(len(ex.perf_cases), 'case')})")
     # After the timing: CUPTI, once the profiler has started it, stays in the process and slows every

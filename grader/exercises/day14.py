@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..spec import (UNIT_ROUNDOFF, Baseline, Case, Exercise, Tolerance, empty_like_offset, latency, memory_bound,
-                    torch_dtype)
+from ..spec import (UNIT_ROUNDOFF, Baseline, Case, Exercise, TimedApart, Tolerance, empty_like_offset, latency,
+                    memory_bound, torch_dtype)
 from ._rounding import ULP32, PerOutput, round_up
 
 LLAMA3_THETA = 500000.0  # rope_theta of Llama 3 (Llama 2: 10000)
@@ -719,6 +719,54 @@ def _baseline(mode):
     return run
 
 
+def _decoder_step(sub, p, inputs):
+    """Yours, timed apart (spec.TimedApart): your Decoder built from the case's weights, the prompt
+    prefilled and the step captured, untimed; a call plans and replays one decode step at position
+    `prompt` (`lens` reset each call), as the eager baseline's steps do."""
+    model = sub.module.Decoder(_weights(inputs), dict(LLAMA3_8B), p["batch"], p["prompt"] + 1, PAGE_SIZE)
+    model.prefill(inputs["prompt"])
+    clear_cublas_workspaces()
+    model.capture()
+
+    def step(tokens):
+        model.lens = [p["prompt"]] * p["batch"]
+        return model.decode(tokens)
+    return step
+
+
+def _decoder_baseline_step(b, p, inputs):
+    """A baseline's step on the same tokens: the eager model in bf16, run as `b` says."""
+    base = _Baseline(p, inputs, {EAGER.name: "eager", EAGER_GRAPH.name: "graph", COMPILED.name: "compiled"}[b.name])
+
+    def step(tokens):
+        base.token.copy_(tokens)
+        return base()
+    return step
+
+
+def _decoder_reference_step(p, inputs):
+    """The reference's step: the eager model in fp32, prefilled once, each call at position `prompt`."""
+    import torch
+
+    model = EagerLlama(_weights(inputs), dict(LLAMA3_8B), p["batch"], p["prompt"] + 1, torch.float32)
+    model.prefill(inputs["prompt"])
+    pos = torch.full((p["batch"],), p["prompt"], dtype=torch.int64, device=inputs["prompt"].device)
+    return lambda tokens: model.step(tokens, pos)
+
+
+def _decoder_requests(p, gen, n):
+    import torch
+
+    return torch.randint(0, p["vocab"], (n, p["batch"]), generator=gen, device=gen.device)
+
+
+def _decoder_chain(p, base, projection):
+    """The next tokens: the drawn ones moved by the low 16 bits of the last step's projection, row by row."""
+    import torch
+
+    return (base + (projection.contiguous().view(torch.int32).to(torch.int64) & 0xFFFF)) % p["vocab"]
+
+
 # Graded against the eager step replayed from a CUDA graph: the GPU's work alone. The eager step launched
 # from Python is bound by the host's launches, so its time moves with the host's load (EAGER: notebook only).
 EAGER_GRAPH = Baseline("eager_graph", "the same model in eager PyTorch, its step replayed as a CUDA graph "
@@ -767,6 +815,8 @@ DECODER = Exercise(
     learner_file="python",
     depends_on=DEPENDS_ON,
     module_checks=decoder_module_checks,
+    timed_apart=TimedApart(learner=_decoder_step, baseline=_decoder_baseline_step, reference=_decoder_reference_step,
+                           requests=_decoder_requests, chain=_decoder_chain, width=lambda p: p["vocab"]),
     timeout_s=1800.0,
     # a case may capture a CUDA graph or compile with torch.compile first (tens of seconds): the whole
     # check's limit stops a hang instead
