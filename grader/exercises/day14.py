@@ -811,7 +811,8 @@ DECODER = Exercise(
     target_note="graded against the eager model's decode step replayed as a CUDA graph, so that the baseline is the "
                 "GPU's work alone (launched op by op from Python, its time follows the host's load), and against its "
                 "torch.compile(mode=\"reduce-overhead\") (CUDA graphs and Triton-fused elementwise ops); all timed in "
-                "the same run, one decode step each (plan + copy + replay for yours), cold L2",
+                "the same run, one decode step each (plan + copy + replay for yours), in batches of steps timed from "
+                "outside your process, each step's tokens chained to the step before's output",
     learner_file="python",
     depends_on=DEPENDS_ON,
     module_checks=decoder_module_checks,
