@@ -280,5 +280,6 @@ def max_excess(out, ref, tol: Tolerance) -> float:
 
     out, ref = out.float(), ref.float()
     both_inf = torch.isinf(ref) & (out == ref)
-    diff = torch.where(both_inf, 0.0, (out - ref).abs() - (tol.atol + tol.rtol * ref.abs().nan_to_num(0.0)))
-    return diff.nan_to_num(math.inf).max().item()
+    bound = tol.atol + tol.rtol * torch.where(torch.isinf(ref), 0.0, ref.abs())
+    diff = torch.where(both_inf, 0.0, (out - ref).abs() - bound)
+    return torch.where(torch.isnan(diff), math.inf, diff).max().item()
