@@ -1,6 +1,7 @@
 """Small helpers the notebooks share: the setup banner, GPU-or-skip, device printf capture,
-bandwidth and TFLOP/s measurement of in-notebook kernels with the grader's timing protocol, and
-reading kernels: a function of a source file, a kernel's SASS, the shared-memory bank model."""
+bandwidth and TFLOP/s measurement of in-notebook kernels with the grader's timing protocol,
+reading kernels: a function of a source file, a kernel's SASS, the shared-memory bank model, and
+timelines of what the GPU ran under torch.profiler and where it waited."""
 from __future__ import annotations
 
 import contextlib
@@ -442,3 +443,108 @@ def _stand_in_ncu(reason: str) -> None:
         print(f"Skipped %%ncu {line}: {reason}.")
 
     ip.register_magic_function(ncu, magic_kind="cell", magic_name="ncu")
+
+
+# --------------------------------------------------- timelines: what the GPU ran, and where it waited
+# The profiler's activity types of work on the GPU's streams (its "gpu_user_annotation" ranges and the
+# host's "cuda_runtime" calls are not GPU work).
+GPU_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def kernel_spans(prof, device: int | None = 0, within: str | None = None,
+                 activities: tuple[str, ...] = GPU_ACTIVITIES) -> list[tuple]:
+    """What a GPU ran while torch.profiler recorded (profile(activities=[ProfilerActivity.CPU,
+    ProfilerActivity.CUDA])): (name, start_us, end_us) of each kernel, memory copy and memset on GPU
+    `device`, in order of start, in us from the profile's start. With `within`, only those inside the
+    host's time range of the region marked `with torch.profiler.record_function(within):` (the last
+    one, if several): end the region with torch.cuda.synchronize(), so that it holds the whole run of
+    what it launched. Read from the profile's structured events (prof.events(): each one's activity
+    type, device index and time range), not from its printed tables. `activities` and device=None
+    select other events the same way: ("cpu_op",) with device=None gives the host's operators (how
+    the tests read a profile without a GPU)."""
+    events = list(prof.events())
+    first, last = float("-inf"), float("inf")
+    if within is not None:
+        marks = [e for e in events if e.name == within and e.activity_type == "user_annotation"]
+        if not marks:
+            raise ValueError(f"no region {within!r} in this profile: mark it with torch.profiler.record_function")
+        first, last = marks[-1].time_range.start, marks[-1].time_range.end
+    spans = [(e.name, e.time_range.start, e.time_range.end) for e in events
+             if e.activity_type in activities and (device is None or e.device_index == device)
+             and first <= e.time_range.start and e.time_range.end <= last]
+    return sorted(spans, key=lambda s: (s[1], s[2]))
+
+
+def timeline_gaps(spans) -> list[tuple[float, float]]:
+    """The idle gaps of a timeline of (name, start_us, end_us) spans, as (start_us, end_us): the times
+    between its first start and its last end when no span was running (overlapping spans, as on two
+    streams, cover each other)."""
+    gaps, reach = [], None  # reach: the latest end so far; a span that starts after it leaves a gap
+    for _, start, end in sorted(spans, key=lambda s: s[1]):
+        if reach is not None and start > reach:
+            gaps.append((reach, start))
+        reach = end if reach is None else max(reach, end)
+    return gaps
+
+
+def timeline_figures(spans) -> dict:
+    """The figures of a timeline of (name, start_us, end_us) spans: `total_us` from the first start to
+    the last end, `idle_us` the sum of its `gaps` idle gaps (timeline_gaps), `busy_us` the rest (the
+    time at least one span was running), `kernels` how many spans, of which `copies` are memory
+    copies and memsets (the profiler names them "Memcpy ..." and "Memset ...")."""
+    gaps = timeline_gaps(spans)
+    total = max(s[2] for s in spans) - min(s[1] for s in spans) if spans else 0.0
+    idle = sum(end - start for start, end in gaps)
+    return {"total_us": total, "busy_us": total - idle, "idle_us": idle, "gaps": len(gaps), "kernels": len(spans),
+            "copies": sum(name.startswith(("Memcpy", "Memset")) for name, _, _ in spans)}
+
+
+def timeline_title(label: str, figures: dict) -> str:
+    """A timeline row's title (and the line a notebook prints): its label and timeline_figures' figures."""
+    f = figures
+    copies = f" ({f['copies']} of them copies)" if f["copies"] else ""
+    busy = f" ({f['busy_us'] / f['total_us']:.0%})" if f["total_us"] else ""
+    gaps, kernels = f"{f['gaps']} gap{'s' * (f['gaps'] != 1)}", f"{f['kernels']} kernel{'s' * (f['kernels'] != 1)}"
+    return (f"{label}: {f['total_us']:.0f} us first start to last end, GPU busy {f['busy_us']:.0f} us{busy}, "
+            f"idle {f['idle_us']:.0f} us in {gaps}, {kernels}{copies}")
+
+
+# The colour of a span, by the first of these its name contains (case ignored); "other kernels" else.
+TIMELINE_KINDS = {"GEMM / GEMV (cuBLAS)": ("gemm", "gemv", "nvjet", "xmma", "cutlass", "splitk"),
+                  "memory copy / memset": ("memcpy", "memset")}
+
+
+def plot_timeline(rows: dict, kinds: dict | None = None, width: float = 10.0):
+    """A timeline of several versions of the same work: one row per entry of `rows` ({label: spans},
+    spans as kernel_spans returns them) on a time axis shared by all rows, each row's time counted from
+    its own first span. In a row, each span is a bar coloured by kind (`kinds`: {legend label: name
+    fragments}, default TIMELINE_KINDS), and under the bars each idle gap is a red bar of its own width
+    (timeline_gaps), so that gaps too short to see between the bars still show. Each row's title is
+    timeline_title's line, above the row; the legend is below the axes. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    kinds = TIMELINE_KINDS if kinds is None else kinds
+    labels = [*kinds, "other kernels"]
+    colours = {**dict(zip(labels, plt.rcParams["axes.prop_cycle"].by_key()["color"])), "idle gap": "tab:red"}
+    fig, axes = plt.subplots(len(rows), 1, figsize=(width, 1.1 + 0.9 * len(rows)), sharex=True,
+                             squeeze=False, layout="constrained")
+    for ax, (label, spans) in zip(axes[:, 0], rows.items()):
+        t0 = min((s[1] for s in spans), default=0.0)
+        kind = [next((k for k, frags in kinds.items() if any(f in n.lower() for f in frags)), labels[-1])
+                for n, _, _ in spans]
+        c = [colours[k] for k in kind]
+        # edges of the bar's own colour: a kernel or a gap of 1 us stays visible on an axis of milliseconds
+        ax.barh(0.2, [e - s for _, s, e in spans], left=[s - t0 for _, s, _ in spans], height=0.6,
+                color=c, edgecolor=c, linewidth=0.4)
+        gaps = timeline_gaps(spans)
+        ax.barh(-0.4, [e - s for s, e in gaps], left=[s - t0 for s, _ in gaps], height=0.2,
+                color=colours["idle gap"], edgecolor=colours["idle gap"], linewidth=0.4)
+        ax.set_yticks([-0.4, 0.2], ["idle", "GPU"], fontsize=7)
+        ax.set_ylim(-0.6, 0.6)
+        ax.set_title(timeline_title(label, timeline_figures(spans)), fontsize=8.5, loc="left")
+    axes[-1, 0].set_xlim(left=0)
+    axes[-1, 0].set_xlabel("us from the row's first kernel")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[k]) for k in [*labels, "idle gap"]]
+    fig.legend(handles, [*labels, "idle gap"], loc="outside lower center", ncols=len(labels) + 1, fontsize=8,
+               frameon=False)
+    return fig
