@@ -114,10 +114,14 @@ class AttentionConfig:
         return f"attention_{self.variant}_{self.dtype}"
 
     @property
+    def variant_label(self) -> str:
+        """The variant and the ablation switches turned off: 'soft_cap, no fast_tanh'."""
+        return self.variant + "".join(f", no {name}" for name in ("swizzle", "fast_tanh") if not getattr(self, name))
+
+    @property
     def label(self) -> str:
-        off = [name for name in ("swizzle", "fast_tanh") if not getattr(self, name)]
-        return (f"{self.variant}, {self.dtype}, d {self.head_dim}, {'causal' if self.causal else 'full'}"
-                + "".join(f", no {name}" for name in off))
+        mask = "causal" if self.causal else "full"
+        return self.variant_label.replace(self.variant, f"{self.variant}, {self.dtype}, d {self.head_dim}, {mask}", 1)
 
     @property
     def file_name(self) -> str:
