@@ -283,8 +283,8 @@ class Exercise:
             raise ValueError(f"{self.id}: learner_file must be one of {sorted(LEARNER_FILES)}")
         if self.learner_file == "template" and self.render is None:
             raise ValueError(f"{self.id}: a template exercise needs `render`")
-        if self.learner_file == "python" and self.perf_cases and self.timed_apart is None:
-            raise ValueError(f"{self.id}: a Python-module exercise with timed cases needs `timed_apart`")
+        if (self.learner_file == "python" and bool(self.perf_cases)) != (self.timed_apart is not None):
+            raise ValueError(f"{self.id}: `timed_apart` is for a Python-module exercise with timed cases, and each needs it")
 
     def case_bytes(self, p: dict) -> float:
         """The fewest bytes a call with these parameters reads and writes."""

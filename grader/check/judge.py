@@ -124,7 +124,7 @@ def judge_apart(ex, opts, worker_config: dict, result, timed: dict | None = None
     case (timed_apart.judge_case)."""
     failed = {i.name for i in result.items if i.group == "correctness" and i.status == "fail"}
     runs = [[index, label, seed] for index, case in untimed_cases(ex, worker_config["max_case_bytes"])
-            if case.label not in failed for label, seed in worker_config["seeds"]] if worker_config["handover"] else []
+            if case.label not in failed for label, seed in worker_config["seeds"]]
     if not runs and timed is None:
         return
     t0 = time.perf_counter()
@@ -171,7 +171,7 @@ def main(config_path: str) -> int:
     from .. import exercises
 
     ex = exercises.get(cfg["exercise"])
-    verdict = judge_all(ex, cfg["runs"], cfg["folder"]) if cfg["runs"] else {"judged": 0, "problems": []}
+    verdict = judge_all(ex, cfg["runs"], cfg["folder"])
     if cfg.get("timed") is not None:
         from .timed_apart import judge_case
 
