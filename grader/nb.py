@@ -451,6 +451,21 @@ def _stand_in_ncu(reason: str) -> None:
 GPU_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
+def _activity(event) -> str:
+    """An event's profiler activity type ("kernel", "gpu_memcpy", "user_annotation", ...). Events carry it
+    from torch 2.12 on; before, it follows from the event's device type, its user-annotation flag and the
+    names the profiler gives copies and memsets."""
+    kind = getattr(event, "activity_type", None)
+    if kind:
+        return kind
+    on_gpu = getattr(event.device_type, "name", str(event.device_type)).upper().endswith("CUDA")
+    if getattr(event, "is_user_annotation", False):
+        return "gpu_user_annotation" if on_gpu else "user_annotation"
+    if not on_gpu:
+        return "cpu_op"
+    return "gpu_memcpy" if event.name.startswith("Memcpy") else "gpu_memset" if event.name.startswith("Memset") else "kernel"
+
+
 def kernel_spans(prof, device: int | None = 0, within: str | None = None,
                  activities: tuple[str, ...] = GPU_ACTIVITIES) -> list[tuple]:
     """What a GPU ran while torch.profiler recorded (profile(activities=[ProfilerActivity.CPU,
@@ -465,12 +480,12 @@ def kernel_spans(prof, device: int | None = 0, within: str | None = None,
     events = list(prof.events())
     first, last = float("-inf"), float("inf")
     if within is not None:
-        marks = [e for e in events if e.name == within and e.activity_type == "user_annotation"]
+        marks = [e for e in events if e.name == within and _activity(e) == "user_annotation"]
         if not marks:
             raise ValueError(f"no region {within!r} in this profile: mark it with torch.profiler.record_function")
         first, last = marks[-1].time_range.start, marks[-1].time_range.end
     spans = [(e.name, e.time_range.start, e.time_range.end) for e in events
-             if e.activity_type in activities and (device is None or e.device_index == device)
+             if _activity(e) in activities and (device is None or e.device_index == device)
              and first <= e.time_range.start and e.time_range.end <= last]
     return sorted(spans, key=lambda s: (s[1], s[2]))
 

@@ -1,5 +1,6 @@
 """grader.nb's timeline helpers on the CPU: spans read from a real torch.profiler profile (the host's
-operators: the same events and fields that a GPU profile's kernels come in), the GPU filter on events of
+operators: the same events and fields that a GPU profile's kernels come in) and from events without an
+activity type (torch before 2.12), the GPU filter on events of
 the profiler's own type, the gap arithmetic against a count on a 1-us grid, and the plot (Agg): one bar
 per span and per gap, axes shared from 0, titles and legend clear of the bars."""
 import matplotlib
@@ -7,6 +8,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
@@ -60,6 +63,21 @@ def test_kernel_spans_keeps_the_gpu_work_of_one_device():
     prof = type("Profile", (), {"events": lambda self: events})()
     assert nb.kernel_spans(prof) == [("Memcpy HtoD", 4, 6), ("Memset (Device)", 8, 9), ("gemm", 20, 30)]
     assert nb.kernel_spans(prof, device=1) == [("gemm", 5, 7)]
+
+
+def test_kernel_spans_reads_events_without_an_activity_type():
+    # Before torch 2.12 events carry no activity type: it follows from device type, annotation flag and name.
+    def old(name, start, end, device_type, annotation=False, device=0):
+        return SimpleNamespace(name=name, device_type=device_type, device_index=device, is_user_annotation=annotation,
+                               time_range=SimpleNamespace(start=start, end=end))
+    events = [old("step", 0, 50, DeviceType.CPU, annotation=True), old("aten::mm", 1, 9, DeviceType.CPU),
+              old("step", 4, 40, DeviceType.CUDA, annotation=True), old("gemm", 20, 30, DeviceType.CUDA),
+              old("Memcpy HtoD", 4, 6, DeviceType.CUDA), old("Memset (Device)", 8, 9, DeviceType.CUDA),
+              old("late", 60, 70, DeviceType.CUDA)]
+    prof = SimpleNamespace(events=lambda: events)
+    assert nb.kernel_spans(prof, within="step") == [("Memcpy HtoD", 4, 6), ("Memset (Device)", 8, 9),
+                                                    ("gemm", 20, 30)]
+    assert nb.kernel_spans(prof, device=None, activities=("cpu_op",)) == [("aten::mm", 1, 9)]
 
 
 def test_kernel_spans_reads_a_real_profile():
