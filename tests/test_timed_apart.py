@@ -100,7 +100,8 @@ def _timed(tmp_path, ex, kind="right"):
     server = timed_apart.TimingServer(tmp_path)
     gate = SimpleNamespace(busy=nullcontext, exclusive=nullcontext)
     worker = threading.Thread(target=timed_apart.serve,
-                              args=(ex, SimpleNamespace(kind=kind), tmp_path, lambda **k: None, gate, str, lambda: None))
+                              args=(ex, SimpleNamespace(kind=kind), tmp_path, lambda **k: None, gate, str, lambda: None,
+                                    lambda: True))
     worker.start()
     worker.join(timeout=60)
     assert not worker.is_alive()

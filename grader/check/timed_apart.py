@@ -162,11 +162,12 @@ class WorkerChannel:
         return got[0] if got else {"end": True}
 
 
-def serve(ex, mod, folder: str | Path, emit, gate, short_error, release) -> bool:
+def serve(ex, mod, folder: str | Path, emit, gate, short_error, release, alive) -> bool:
     """The grading process's part: for every timed case, its step built from the learner's module
     (untimed), then batches run as the supervisor asks, until it says "end". False if the CUDA
-    context was lost. `short_error` (an exception -> one line), `release` (frees a case's memory):
-    the worker's."""
+    context was lost. `short_error` (an exception -> one line), `release` (frees a case's memory),
+    `alive` (whether the CUDA context outlived an error): the worker's, passed in as this runs in the
+    worker's process, where that module is __main__."""
     import torch
 
     from .. import config
@@ -185,7 +186,7 @@ def serve(ex, mod, folder: str | Path, emit, gate, short_error, release) -> bool
                 _synchronize()
         except Exception as e:
             chan.send({"case": index, "error": f"your step could not be set up: {short_error(e)}"})
-            if not _cuda_alive():
+            if not alive():
                 return False
             continue
         chan.send({"case": index, "ready": True})
@@ -198,7 +199,7 @@ def serve(ex, mod, folder: str | Path, emit, gate, short_error, release) -> bool
                     digests = run_batch(ta, p, step, int(req["seed"]), int(req["calls"]))
                 except Exception as e:
                     chan.send({"case": index, "error": short_error(e)})
-                    if not _cuda_alive():
+                    if not alive():
                         return False
                     break
                 chan.send({"case": index, "rows": int(digests.shape[1])},
@@ -206,14 +207,6 @@ def serve(ex, mod, folder: str | Path, emit, gate, short_error, release) -> bool
         del step, inputs
         release()
     return True
-
-
-def _cuda_alive() -> bool:
-    try:
-        _synchronize()
-        return True
-    except Exception:
-        return False
 
 
 # ------------------------------------------------------------------ the supervisor's side
@@ -340,12 +333,13 @@ def check_projections(ex, p: dict, inputs: dict, record: dict) -> str | None:
 def judge_case(ex, index: int, record: dict | None, calibrated: dict | None) -> dict:
     """A timed case's row (group "performance"), from the check's timings of the learner's batches:
     the outputs checked (check_projections), then the baselines timed here through the same batches
-    (the graded one taken from `calibrated` in a class run, as worker.measure does)."""
+    (the graded one taken from `calibrated` in a class run, as worker.measure does). Its metrics and
+    detail are built as worker.measure's (worker.timed_metrics, timed_verdict), a step's time in us."""
     import torch
 
     from .. import config
     from ..bench import theoretical_bandwidth
-    from .worker import _fmt, _ratio, verdict
+    from .worker import timed_baselines, timed_metrics, timed_verdict
 
     ta, case, t = ex.timed_apart, ex.cases[index], ex.target
     p = case.params
@@ -366,41 +360,23 @@ def judge_case(ex, index: int, record: dict | None, calibrated: dict | None) -> 
     if wrong:
         return row("fail", "not the work it was judged on: " + wrong)
     yours = per_step_seconds(record) * 1e6
-    baselines = [t.baseline, *t.also] if calibrated is None else []
     values = {}
-    for b in baselines:
+    for b in timed_baselines(t, calibrated):
         values[b.name] = time_steps(ta, p, ta.baseline(b, p, inputs)) * 1e6
         _release()
-    graded = values[t.baseline.name] if calibrated is None else calibrated["value"]
-    ratio = _ratio(t, yours, graded)
     nbytes = int(t.bytes(p))
     gbps = nbytes / (yours * 1e-6) / 1e9
     peak = theoretical_bandwidth() if torch.device(DEVICE).type == "cuda" else None
-    metrics = {"kind": t.kind, "unit": t.unit, "value": yours, "baseline": t.baseline.name,
-               "baseline_label": t.baseline.label, "baseline_value": graded, "ratio": ratio, "target": t.ratio,
-               "bytes": nbytes, "gbps": gbps, "peak_gbps": peak / 1e9 if peak else None,
-               "calibrated": calibrated is not None, f"{t.baseline.name}_ratio": ratio,
-               "baselines": {b.name: {"label": b.label, "value": values[b.name], "ratio": _ratio(t, yours, values[b.name])}
-                             for b in baselines},
-               "timed_apart": {"batches": BATCHES - 1, "steps": CALLS}, "valid": True}
-    for b in t.also:
-        if b.name in values:
-            metrics[f"{b.name}_ratio"] = _ratio(t, yours, values[b.name])
+    metrics = timed_metrics(t, yours, values, calibrated,
+                            {"bytes": nbytes, "gbps": gbps, "peak_gbps": peak / 1e9 if peak else None},
+                            {"timed_apart": {"batches": BATCHES - 1, "steps": CALLS}, "valid": True})
     if peak and gbps * 1e9 > peak * 1.01:
         metrics["valid"] = False
         return row("fail", f"{gbps:.0f} GB/s for the bytes a step must read is above the theoretical peak "
                            f"{peak / 1e9:.0f} GB/s: the step cannot have done the work it had to", metrics)
-    short = [b for b in t.also if b.required is not None and b.name in values
-             and _ratio(t, yours, values[b.name]) < b.required]
-    base = f"{t.baseline.label} ({_fmt(graded, t.unit)}" + (", measured once for this grading run)" if calibrated else ")")
-    detail = (f"{yours:.1f} us = {ratio:.2f}x faster than {base}, target {t.ratio:g}x"
-              + "".join(f"; {metrics['baselines'][b.name]['ratio']:.2f}x {b.label} ({_fmt(values[b.name], t.unit)})"
-                        for b in t.also if b.name in values)
-              + f"; a step's time is the median of {BATCHES - 1} batches of {CALLS} steps, each batch timed by the "
-                "grader's own process, every step's output checked in a process your code never ran in")
-    if short:
-        detail += "; below " + ", ".join(f"{b.required:g}x {b.label}" for b in short)
-    status, detail = verdict(ex, ratio, short, detail)
+    status, detail = timed_verdict(ex, metrics, f"; a step's time is the median of {BATCHES - 1} batches of "
+                                                f"{CALLS} steps, each batch timed by the grader's own process, "
+                                                "every step's output checked in a process your code never ran in")
     return row(status, detail, metrics)
 
 

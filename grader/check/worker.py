@@ -386,6 +386,52 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.0f} {unit}" if unit == "GB/s" else f"{value:.1f} {unit}"
 
 
+def timed_baselines(t, calibrated: dict | None) -> list:
+    """The baselines timed beside a timed case: the target's every one, none where a class run
+    calibrated the graded one (`calibrated`)."""
+    return [t.baseline, *t.also] if calibrated is None else []
+
+
+def timed_metrics(t, yours: float, values: dict, calibrated: dict | None, sizes: dict, more: dict) -> dict:
+    """A timed case's metrics, from its value (`yours`) and the baselines' timed beside it (`values`:
+    name -> value), in the target's unit, or the graded one's calibration (`calibrated`); `sizes` (bytes,
+    GB/s) follow the target, `more` (how it was timed) the baselines. Every way of timing a case (measure,
+    timed_apart.judge_case) builds its row here and in timed_verdict: the scores, gradebook and reports
+    read the same fields from each."""
+    graded = values[t.baseline.name] if calibrated is None else calibrated["value"]
+    ratio = _ratio(t, yours, graded)
+    metrics = {"kind": t.kind, "unit": t.unit, "value": yours, "baseline": t.baseline.name,
+               "baseline_label": t.baseline.label, "baseline_value": graded, "ratio": ratio, "target": t.ratio,
+               **sizes, "calibrated": calibrated is not None, f"{t.baseline.name}_ratio": ratio,
+               "baselines": {b.name: {"label": b.label, "value": values[b.name], "ratio": _ratio(t, yours, values[b.name])}
+                             for b in timed_baselines(t, calibrated)},
+               **more}
+    for b in t.also:
+        if b.name in values:
+            metrics[f"{b.name}_ratio"] = _ratio(t, yours, values[b.name])
+    return metrics
+
+
+def timed_verdict(ex, metrics: dict, how: str) -> tuple[str, str]:
+    """A timed case's status and detail from its metrics (timed_metrics): its value against the graded
+    baseline and the target, each `also` baseline timed beside it, `how` it was timed (the detail's
+    middle), and the required `also` baselines it falls short of (verdict)."""
+    t = ex.target
+    yours, graded, ratio, timed = metrics["value"], metrics["baseline_value"], metrics["ratio"], metrics["baselines"]
+    base = f"{t.baseline.label} ({_fmt(graded, t.unit)}" + (", measured once for this grading run)"
+                                                            if metrics["calibrated"] else ")")
+    head = (f"{yours:.1f} us = {ratio:.2f}x faster than {base}, target {t.ratio:g}x" if t.kind == "latency"
+            else f"{_fmt(yours, t.unit)} = {ratio:.3f}x {base}, target {t.ratio:.2f}x")
+    also = [b for b in t.also if b.name in timed]
+    detail = head + "".join(f"; {timed[b.name]['ratio']:.2f}x {b.label} ({_fmt(timed[b.name]['value'], t.unit)})"
+                            for b in also) + how
+    # `also` baselines with a required ratio are graded too (measured in this run only)
+    short = [b for b in also if b.required is not None and timed[b.name]["ratio"] < b.required]
+    if short:
+        detail += "; below " + ", ".join(f"{b.required:g}x {b.label}" for b in short)
+    return verdict(ex, ratio, short, detail)
+
+
 def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, str, dict]:
     """Time the kernel and its baselines on one performance case; (status, detail, metrics).
     The GPU's clocks, power and throttle reasons are recorded while it is timed (metrics["clocks"],
@@ -405,7 +451,7 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     gate = gate or _NO_GATE
     t = ex.target
     p = case.params
-    baselines = [t.baseline, *t.also] if calibrated is None else []
+    baselines = timed_baselines(t, calibrated)
     with gate.busy():  # (with the baselines' own inputs, where they need any)
         # at the timed size on a busy side stream: a launch that leaves the given stream only here fails
         ok, msg, outputs, inputs, expected, before = run_on_side_stream(ex, mod, case, config.PROFILE_SEED,
@@ -426,25 +472,13 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
         skipped = timed.failure() if timed else None
         ok, msg = _rerun(ex, mod, p, inputs, before, outputs, expected)  # still correct after timing
     values = {k: _value(t, p, moved, timings[k]) for k, (_, moved) in fns.items()}
-    graded = values[t.baseline.name] if calibrated is None else calibrated["value"]
     yours = values["yours"]
     gbps = timings["yours"].gbps(nbytes)
-    ratio = _ratio(t, yours, graded)
     peak = theoretical_bandwidth()
-    metrics = {"kind": t.kind, "unit": t.unit, "value": yours, "baseline": t.baseline.name,
-               "baseline_label": t.baseline.label, "baseline_value": graded, "ratio": ratio, "target": t.ratio,
-               "bytes": nbytes, "flops": t.flops(p) if t.flops else None, "gbps": gbps,
-               "peak_gbps": peak / 1e9 if peak else None, "calibrated": calibrated is not None,
-               f"{t.baseline.name}_ratio": ratio,
-               "baselines": {b.name: {"label": b.label, "value": values[b.name], "ratio": _ratio(t, yours, values[b.name])}
-                             for b in baselines},
-               "timings": {k: tm.as_dict() for k, tm in timings.items()}, "clocks": clocks.as_dict()}
-    for b in t.also:
-        if b.name in values:
-            metrics[f"{b.name}_ratio"] = _ratio(t, yours, values[b.name])
-    # `also` baselines with a required ratio are graded too (measured in this run only)
-    short = [b for b in t.also if b.required is not None and b.name in values
-             and _ratio(t, yours, values[b.name]) < b.required]
+    metrics = timed_metrics(t, yours, values, calibrated,
+                            {"bytes": nbytes, "flops": t.flops(p) if t.flops else None, "gbps": gbps,
+                             "peak_gbps": peak / 1e9 if peak else None},
+                            {"timings": {k: tm.as_dict() for k, tm in timings.items()}, "clocks": clocks.as_dict()})
     above = _ceiling(t, p, gbps, yours)
     metrics["valid"] = ok and above is None and skipped is None
     metrics["timed_calls_checked"] = timed.k if timed else 0
@@ -455,20 +489,13 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     if above:
         return "fail", above, metrics
     tm = timings["yours"]
-    base = f"{t.baseline.label} ({_fmt(graded, t.unit)}" + (", measured once for this grading run)" if calibrated else ")")
-    head = (f"{tm.median_ms * 1e3:.1f} us = {ratio:.2f}x faster than {base}, target {t.ratio:g}x" if t.kind == "latency"
-            else f"{_fmt(yours, t.unit)} = {ratio:.3f}x {base}, target {t.ratio:.2f}x")
-    others = "".join(f"; {metrics['baselines'][b.name]['ratio']:.2f}x {b.label} ({_fmt(values[b.name], t.unit)})"
-                     for b in t.also if b.name in values)
-    detail = f"{head}{others}; median {tm.median_ms * 1e3:.1f} us [p20 {tm.p20_ms * 1e3:.1f}, p80 {tm.p80_ms * 1e3:.1f}]"
+    how = f"; median {tm.median_ms * 1e3:.1f} us [p20 {tm.p20_ms * 1e3:.1f}, p80 {tm.p80_ms * 1e3:.1f}]"
     if clocks.brief():
-        detail += f"; GPU while timed: {clocks.brief()}"
+        how += f"; GPU while timed: {clocks.brief()}"
     unlike = compare(clocks, ClockRecord.from_dict(calibrated["clocks"])) if calibrated and calibrated.get("clocks") else None
     if unlike:
-        detail += f". {unlike}"
-    if short:
-        detail += "; below " + ", ".join(f"{b.required:g}x {b.label}" for b in short)
-    status, detail = verdict(ex, ratio, short, detail)
+        how += f". {unlike}"
+    status, detail = timed_verdict(ex, metrics, how)
     return status, detail, metrics
 
 
@@ -716,7 +743,7 @@ def main(cfg: dict) -> int:
             from . import timed_apart
 
             if not timed_apart.serve(ex, mod, os.path.dirname(os.path.abspath(cfg["results"])), emit, gate,
-                                     _short_error, release_case_memory):
+                                     _short_error, release_case_memory, _cuda_alive):
                 emit(event="fatal", detail="crashed while its timed steps ran")
                 return 1
         # each case's timed calls with every other grading on this GPU paused (class grading's lanes)
