@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs (about 79 lines). Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash d2350fed2f34).
+// Your exercise: fill in the TODOs (about 79 lines). Generated from solutions/day11/batch_decode.cu by `grader release` (stub-hash b5ff5825f9e2).
 // Day 11 exercise: batched decode attention over a paged KV cache, GQA on the tensor cores, K/V
 // tiles through a cp.async pipeline, split-KV with a merge when the batch is too small to fill the
 // GPU (models: FlashInfer include/flashinfer/attention/decode.cuh, cascade.cuh, page.cuh).
@@ -367,6 +367,28 @@ __global__ void __launch_bounds__(THREADS)
   //     workspace[MAX_SPLITS * qo_heads * HEAD_DIM + i] = st.lse2().
 }
 
+constexpr int MAX_DEVICES = 64;  // device ids 0 .. 63: what the launcher asks of a device is kept per id
+
+// The current device: its id (-1 from MAX_DEVICES on), SM count and compute capability major, asked
+// of the driver once per device and kept, as the launcher runs before every decode step.
+struct Device {
+  int id, sms, major;
+};
+
+inline Device current_device() {
+  static Device known[MAX_DEVICES] = {};  // sms 0: not asked yet
+  int id = 0;
+  cudaGetDevice(&id);
+  if (id < 0 || id >= MAX_DEVICES) return {-1, 0, 0};
+  if (known[id].sms == 0) {
+    int sms = 132, major = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id);
+    known[id] = {id, sms, major};
+  }
+  return known[id];
+}
+
 // How many splits. The grid runs in waves of `slots` = per_sm x SMs blocks at once. From two waves
 // up, one: the last wave's idle slots cost little against the whole, and a split's merge grows with
 // the batch (batch 256 on 8 KV heads, 5.2 waves: 1 split 0.93x copy, 3 splits 0.86x). Below that,
@@ -380,9 +402,7 @@ __global__ void __launch_bounds__(THREADS)
 // MAX_SPLITS partial states per query head.
 inline int choose_splits(int64_t batch, int64_t kv_heads, int per_sm) {
   constexpr double SPLIT_COST = 0.05;
-  int device = 0, sms = 132;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const int sms = current_device().sms;
   const int64_t blocks = batch * kv_heads, slots = static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * sms;
   if (blocks >= 2 * slots) return 1;
   const int64_t cap = MAX_SPLITS / batch < 1 ? 1 : MAX_SPLITS / batch;
@@ -402,12 +422,21 @@ cudaError_t launch_decode(T* o, float* lse, const T* q, const T* kv_cache, const
                           int64_t batch, int64_t qo_heads, int64_t kv_heads, int64_t page_size, float sm_scale,
                           cudaStream_t stream) {
   constexpr int SMEM = smem_bytes<T, HEAD_DIM>();
-  cudaError_t err = cudaFuncSetAttribute(batch_decode_kernel<T, HEAD_DIM>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-  if (err != cudaSuccess) return err;
-  int per_sm = 1;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, batch_decode_kernel<T, HEAD_DIM>, THREADS, SMEM);
-  if (err != cudaSuccess) return err;
+  const Device dev = current_device();
+  if (dev.id < 0) return cudaErrorInvalidDevice;
+  // Once per device (and instantiation), for the same reason: the kernel's shared memory limit raised
+  // and its blocks per SM asked.
+  static int blocks_per_sm[MAX_DEVICES] = {};  // 0: not yet
+  if (blocks_per_sm[dev.id] == 0) {
+    cudaError_t err = cudaFuncSetAttribute(batch_decode_kernel<T, HEAD_DIM>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    if (err != cudaSuccess) return err;
+    int blocks = 1;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, batch_decode_kernel<T, HEAD_DIM>, THREADS, SMEM);
+    if (err != cudaSuccess) return err;
+    blocks_per_sm[dev.id] = blocks > 0 ? blocks : 1;
+  }
+  const int per_sm = blocks_per_sm[dev.id];
   const int splits = choose_splits(batch, kv_heads, per_sm);
   const dim3 grid(static_cast<unsigned>(kv_heads), static_cast<unsigned>(batch), static_cast<unsigned>(splits));
   const int group = static_cast<int>(qo_heads / kv_heads);
@@ -423,18 +452,16 @@ cudaError_t launch_decode(T* o, float* lse, const T* q, const T* kv_cache, const
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
-    int device = 0, major = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     cudaStreamIsCapturing(stream, &capturing);
     cfg.attrs = attr;
     // sm_90 and later: launched while phase 0 runs. Not while a CUDA graph is being captured: a
     // graph launches its kernels back to back anyway, and the plain launch is the proven path there.
-    cfg.numAttrs = major >= 9 && capturing == cudaStreamCaptureStatusNone ? 1 : 0;
-    err = cudaLaunchKernelEx(&cfg, batch_decode_kernel<T, HEAD_DIM>, o, lse, q, kv_cache, kv_indptr, kv_indices,
-                             kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
-                             static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 1);
+    cfg.numAttrs = dev.major >= 9 && capturing == cudaStreamCaptureStatusNone ? 1 : 0;
+    const cudaError_t err =
+        cudaLaunchKernelEx(&cfg, batch_decode_kernel<T, HEAD_DIM>, o, lse, q, kv_cache, kv_indptr, kv_indices,
+                           kv_last_page_len, workspace, static_cast<int>(kv_heads), group,
+                           static_cast<int>(page_size), sm_scale * course::LOG2E, splits, 1);
     if (err != cudaSuccess) return err;
   }
   return cudaGetLastError();
