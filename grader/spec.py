@@ -239,6 +239,9 @@ class Exercise:
     # one call of the learner's code that takes longer is a hang (config.RUN_LIMIT_S); None: no such limit
     run_limit_s: float | None = config.RUN_LIMIT_S
     learner_file: str = "cu"                            # a key of LEARNER_FILES
+    # the arch-specific target the exercise is compiled for, whatever the GPU ('9.0a': Hopper's wgmma and
+    # TMA); it runs only on a GPU of that compute capability, elsewhere its checks stop after the SASS
+    arch_specific: str | None = None
     # template exercises: the learner's template text -> the .cu source that is built and graded
     render: Callable[[str], str] | None = None
     # template exercises: more checks of the learner's template, after the rendered source passed
@@ -327,8 +330,18 @@ class Exercise:
         itself, or for a template exercise its rendering (a Jinja2 error raises)."""
         from .build import Source
 
-        src = Source.read(path)
+        src = self.with_arch(Source.read(path))
         return Source(f"{src.path} (rendered)", self.render(src.text)) if self.learner_file == "template" else src
+
+    def with_arch(self, src):
+        """`src` (a build.Source) to be compiled for this exercise's arch-specific target, if it has one."""
+        from dataclasses import replace
+
+        return replace(src, arch=self.arch_specific) if self.arch_specific else src
+
+    def runs_here(self, gpu_arch: str) -> bool:
+        """Whether a GPU of compute capability `gpu_arch` ('9.0') runs this exercise's kernels."""
+        return not self.arch_specific or self.arch_specific.rstrip("a") == gpu_arch
 
     @property
     def perf_cases(self) -> list[Case]:

@@ -27,8 +27,12 @@ ARCH_SPECIFIC = {"9.0": ("_sm90a.cu", "9.0a")}  # arch -> (file name suffix, its
 
 
 def target_arch(sources, arch: str) -> str:
-    """The arch to compile `sources` (Sources or paths) for: `arch`, or its arch-specific target
-    ('9.0a') when one of the files asks for it by name."""
+    """The arch to compile `sources` (Sources or paths) for: the arch a Source carries (an exercise
+    written for one arch-specific target, whatever its file is called: Exercise.arch_specific), else
+    `arch`, or its arch-specific target ('9.0a') when one of the files asks for it by name."""
+    fixed = {s.arch for s in sources if isinstance(s, Source) and s.arch}
+    if fixed:
+        return fixed.pop()
     suffix, specific = ARCH_SPECIFIC.get(arch, (None, arch))
     names = [s.path if isinstance(s, Source) else str(s) for s in sources]
     return specific if suffix and any(name.endswith(suffix) for name in names) else arch
@@ -36,9 +40,11 @@ def target_arch(sources, arch: str) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """One .cu file: where it shows in error messages, and its text."""
+    """One .cu file: where it shows in error messages, its text, and the arch it must be compiled for
+    when that is fixed ('9.0a'; None: the GPU's, target_arch)."""
     path: str
     text: str
+    arch: str | None = None
 
     @classmethod
     def read(cls, path: str | Path) -> "Source":

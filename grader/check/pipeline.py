@@ -72,6 +72,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         return prep
     if display:
         src = _build.Source(display, src.text)
+    src = ex.with_arch(src)
     if untouched_stub(src.text, path):  # said first; the checks still run (the GPU verification's stubs)
         result.add("source", UNTOUCHED_STUB, "fail",
                    f"{src.path} is the exercise's stub as `grader release` generated it: nothing is written in it "
@@ -109,6 +110,12 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
                        "is built, and a repeat request timed, where a GPU runs it")
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
+        return prep
+    if not ex.runs_here(toolchain.arch()):
+        why = (f"skipped: compiled for sm_{ex.arch_specific.replace('.', '')}, which runs only on a GPU of compute "
+               f"capability {ex.arch_specific.rstrip('a')} (Hopper: H100, H200); this one is {toolchain.arch()}")
+        for group in ("correctness", "work", "performance"):
+            result.add(group, "run on a GPU", "skip", why)
         return prep
     t_build = time.perf_counter()
     try:  # linked from the checked object (what runs is what was checked); never loaded here

@@ -2,12 +2,14 @@
 
 - day10.gemm          C = A B^T at any shape, fp16 / bf16 in and out, fp32 accumulation, timed against torch.matmul
 - day10.fp8_quantize  dynamic per-token e4m3 quantization (row absmax, fp32 scale), bit-exact, timed against a copy
+- day10.wgmma_gemm    C = A B^T on Hopper's own path (sm_90a: wgmma, TMA, mbarriers), timed against torch.matmul
 """
 from __future__ import annotations
 
 from ..spec import (Baseline, Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset,
                     matmul_baseline, memory_bound, misalignments, offset_view, pointer_offset, torch_dtype)
-from .day09 import DTYPES, gemm_cases, gemm_inputs, gemm_matmul, gemm_outputs, gemm_reference
+from .day09 import (DTYPES, LLAMA3_8B, _gemm_params, gemm_cases, gemm_inputs, gemm_matmul, gemm_outputs,
+                    gemm_reference, raster_label)
 
 GEMM_SASS = {
     "HMMA.16816.F32": "tensor-core mma.sync m16n8k16 with fp32 accumulators (HMMA.16816.F32, "
@@ -43,6 +45,49 @@ PERF = [4096, 8192]
 
 def _gemm_call(mod, p, inputs, outputs):
     getattr(mod, f"gemm_{p['dtype']}")(outputs["c"], inputs["a"], inputs["b"], p["m"], p["n"], p["k"])
+
+
+# ---------------------------------------------------------------------------- wgmma_gemm
+WGMMA_SASS = {
+    "HGMMA": "the warpgroup's tensor-core multiply from shared memory (wgmma.mma_async: course::hopper::"
+             "wgmma_m64n256k16)",
+    "UTMALDG": "tiles copied global -> shared by the tensor memory accelerator (cp.async.bulk.tensor: "
+               "course::hopper::tma_load_2d)",
+    "SYNCS.PHASECHK": "a wait on an mbarrier's phase (mbarrier.try_wait.parity: course::mbarrier_wait)",
+}
+# (m, n, k): K a multiple of 8 (the tensor map's rows are 16-byte aligned); tails of the 128 x 256 tile in
+# M and N (1-3, 127-129, 255-257) and of the 64-wide K tile (8, 40, 72, 136, 4104); K shorter than the
+# ring (8 .. 192: fewer K tiles than its stages) and K = 16384; N not a multiple of 8 (C's rows not
+# 16-byte aligned: no tensor map can store them); enough tiles that every block takes several, with the
+# ring's phase wrapping within a tile and across tiles (1000 x 1000 x 1000: 32 tiles of 16 K tiles).
+WGMMA_SHAPES = [(1, 1, 8), (2, 8, 16), (3, 3, 8), (1, 257, 16), (127, 255, 72), (128, 256, 64), (129, 257, 136),
+                (256, 512, 40), (200, 300, 96), (65, 96, 4104), (300, 7, 64), (33, 200, 192), (130, 513, 16384),
+                (1000, 1000, 1000)]
+# C misaligned by one element (a slice of a larger C can start anywhere); a and b must be 16-byte aligned.
+WGMMA_MISALIGNED_C = [(3, 1024, 256), (129, 4096, 512), (300, 512, 4096)]
+# Block order: 11 and 9 block rows of 128 (last groups of 3 and 1 in groups of 8), an odd count (a
+# cluster of two blocks along M has its second block past M), 5 and 7 block columns of 256.
+WGMMA_RASTER = [("fp16", 1300, 1100, 72), ("bf16", 1030, 1700, 40), ("bf16", 384, 1280, 256)]
+# Timed: square GEMMs and Llama 3 8B's MLP projections at 4096 tokens.
+WGMMA_PERF = [("bf16", 4096, 4096, 4096), ("fp16", 4096, 4096, 4096), ("bf16", 8192, 8192, 8192),
+              ("fp16", 8192, 8192, 8192), ("bf16", 4096, 14336, 4096), ("bf16", 4096, 4096, 14336)]
+
+
+def _wgmma_cases():
+    cases = []
+    for dt in DTYPES:
+        cases += [Case(f"{dt} {m}x{n}x{k}", _gemm_params(dt, m, n, k)) for m, n, k in WGMMA_SHAPES]
+        cases += [Case(f"{dt} {m}x{n}x{k} (Llama 3 8B)", _gemm_params(dt, m, n, k)) for m, n, k in LLAMA3_8B]
+        cases += [Case(f"{dt} {m}x{n}x{k} c misaligned by 1", _gemm_params(dt, m, n, k, 0, 1))
+                  for m, n, k in WGMMA_MISALIGNED_C]
+    cases += [Case(f"{dt} {m}x{n}x{k} ({raster_label(m, n, BM, BN, GROUP_M)})", _gemm_params(dt, m, n, k))
+              for dt, m, n, k in WGMMA_RASTER]
+    cases += [Case(f"{dt} {m}x{n}x{k}", _gemm_params(dt, m, n, k), perf=True) for dt, m, n, k in WGMMA_PERF]
+    return cases
+
+
+def _wgmma_call(mod, p, inputs, outputs):
+    getattr(mod, f"wgmma_gemm_{p['dtype']}")(outputs["c"], inputs["a"], inputs["b"], p["m"], p["n"], p["k"])
 
 
 # -------------------------------------------------------------------------- fp8_quantize
@@ -206,6 +251,38 @@ EXERCISES = [
             "LDG.E.128": "16-byte vector loads of x (course::vec_t<T, 8>::load)",
             "F2FP.SATFINITE.E4M3": "the saturating two-value convert to e4m3 (cvt.rn.satfinite.e4m3x2.f32)",
         },
+        notebook="notebooks/day10_gemm_optimization.ipynb",
+    ),
+    Exercise(
+        id="day10.wgmma_gemm",
+        title="Hopper's GEMM: wgmma fed by TMA, producer and consumer warpgroups, a persistent grid",
+        summary="C[M, N] = A[M, K] B[N, K]^T, fp16 and bf16 in and out, fp32 accumulation rounded once, on "
+                "Hopper (sm_90a): any M and N, K a multiple of 8, a and b 16-byte aligned. One producer thread "
+                "fills a ring of shared-memory stages with TMA copies counted on mbarriers; two consumer "
+                "warpgroups multiply each stage with wgmma and hand it back; one block per SM walks C's tiles. "
+                "Timed against torch.matmul (cuBLAS) at 4096^3, 8192^3 and Llama 3 8B's MLP shapes.",
+        entry_points=[
+            "cudaError_t wgmma_gemm_fp16(__half* c, const __half* a, const __half* b, int64_t m, int64_t n, int64_t k, "
+            "cudaStream_t stream)",
+            "cudaError_t wgmma_gemm_bf16(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t m, "
+            "int64_t n, int64_t k, cudaStream_t stream)",
+        ],
+        cases=_wgmma_cases(),
+        make_inputs=gemm_inputs,
+        make_outputs=gemm_outputs,
+        call=_wgmma_call,
+        reference=gemm_reference,
+        tolerance=lambda p: dot_tolerance(p["dtype"], max(p["k"], 1)),
+        target=compute_bound(flops=lambda p: 2 * p["m"] * p["n"] * p["k"],
+                             bytes_moved=lambda p: 2 * (p["m"] * p["k"] + p["n"] * p["k"] + p["m"] * p["n"]),
+                             baseline=matmul_baseline(gemm_matmul), ratio=0.90, dtype=lambda p: p["dtype"]),
+        target_note="cuBLAS runs the same instructions (wgmma fed by TMA), so the whole of its speed is within reach. "
+                    "Look at what the tensor cores wait for: a ring too shallow to hide the copies, a consumer that "
+                    "waits for its own last wgmma before releasing a stage (wgmma.wait_group 1 keeps one group in "
+                    "flight), a block that finishes its tile before the next one's copies have started (the "
+                    "persistent loop), spills (setmaxnreg), the epilogue",
+        required_sass=WGMMA_SASS,
+        arch_specific="9.0a",
         notebook="notebooks/day10_gemm_optimization.ipynb",
     ),
 ]
