@@ -65,7 +65,7 @@ GATE_ENV = "COURSE_GPU_GATE"
 # (reports/gpu-neighbours-2xh200.log). Class grading's lanes keep at most this much each on their GPU
 # (4 x 4 GiB of an 80 GiB H100); day02's largest case stays under it. A check() keeps none (RunOptions.
 # case_memory_kept): the self-test runs up to 20 grading processes on one GPU, a learner's shares the GPU
-# with a notebook; its solutions' full run at 45a95ef, the first with blocks kept there, had a false failure.
+# with a notebook (blocks kept there gave the self-test a false failure: reports/gpu-self-test-45a95ef-cut-at-540s.log).
 CASE_MEMORY_KEPT_BYTES = 4 << 30
 # A correctness case that ran out of GPU memory is run once more after this many seconds, its process's
 # cached blocks given back (check/worker._case_run): the other processes on its GPU may have held it.
@@ -75,11 +75,8 @@ CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself
 # (check/gate.py). Cases, compute-sanitizer and process starts fill the GPU's time between timings.
 CLASS_LANES = 4
-# (A kernel that hangs holds every timing on its GPU back until its run limit, and the lanes waiting to
-# time stand still. Spare lanes started beside it, to grade the next submissions' cases meanwhile, were
-# tried and measured no faster: the GPU shares its time with the spinning kernel, and day02's cases took
-# ~4.5 s beside it instead of ~0.5. 42 x day02 on 1 H100, GPU phase 53.4 s with 4 spare lanes, 52.0 s
-# without: reports/spare-lanes/, code at 52256e5.)
+# (A kernel that hangs holds every timing on its GPU back until its run limit; no spare lanes are started
+# beside it: the GPU shares its time with the spinning kernel, and they graded no faster: reports/spare-lanes/.)
 # A grading asked to pause for another's timing that has not paused after this many seconds (a kernel
 # running that long without returning: a hang, or a case far too slow) is stopped and graded again at
 # the end with the GPU to itself, instead of holding every timing on its GPU until its time limit.
@@ -93,11 +90,10 @@ PAUSE_RACE_S = 1.0
 STOP_WAIT_S = 30.0
 # A grading whose call of the learner's code has lasted this long while another on its GPU was this long
 # inside a call of its own (or ncu was at work there) is "contended": a kernel that hangs in one process can hold the calls of the
-# others on its GPU back past their limit (the self-test at 6abee3e: a mutant's 0.1 s side-stream call
-# stopped at 10 s beside the hang mutants; its spin then counted SM cycles: check/ptx.py). A check that reaches a time limit so is graded again with
+# others on its GPU back past their limit. A check that reaches a time limit so is graded again with
 # the GPU to itself. Class grading does so with every time limit reached beside others, but a call
 # stopped past the run limit (a hang) only if contended: beside calls shorter than this the GPU was
-# its own but for their kernels. (1.0 s until 35a5927; lower: a neighbour's long kernels count sooner.)
+# its own but for their kernels. Kept short, so that a neighbour's long kernels count as contention.
 CONTENDED_CALL_S = 0.5
 # A timing whose pauses are not all said after this many seconds (a grading inside a long stretch of GPU
 # work: a hang, a case under compute-sanitizer, a module loading) lets those already paused work on
@@ -105,9 +101,9 @@ CONTENDED_CALL_S = 0.5
 GATE_LAG_S = 0.25
 # The class run's preparation processes (source and SASS checks, nvcc builds) run this much nicer than the
 # lanes, which grade on the GPUs meanwhile: a GPU's pace is its lanes' (cases, compute-sanitizer), the
-# builds only need to keep ahead of them (at 7a38631 with 2 GPUs on 32 CPUs, the cases took 0.48 s per
-# grading on 1 GPU and 1.19 s on 2, memcheck 0.53 s and 1.39 s). Each from its second submission on: the
-# first ones are what every lane waits for (classroom/grade.py, _below_the_gradings).
+# builds only need to keep ahead of them (builds beside the lanes at full priority slowed each grading's
+# cases and memcheck). Each from its second submission on: the first ones are what every lane waits for
+# (classroom/grade.py, _below_the_gradings).
 PREPARE_NICE = 10
 # How often processes started ahead of a grading (supervise.WarmWorker) are checked against the host-memory
 # limit while they wait (nothing supervises them then).

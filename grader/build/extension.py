@@ -273,8 +273,7 @@ def prebuild_binding(source, name: str) -> Path:
     """The binding object that build_checked(a source with these entry points, ..., `name`) links in,
     compiled now. Class grading has each exercise's made from its solution as the run starts, beside the
     first submissions' checks: every submission with the solution's entry points links it in, and the
-    first ones of a run waited for it under its lock (at 9ecf890 the first 16 links took 9-12 s, the
-    later ones 0.7 s, and the first submission was ready 14-18 s into the run)."""
+    first ones of a run would otherwise wait for it under its lock (seconds, where a later link takes 0.7 s)."""
     source = _as_sources([source])[0]
     exports, _ = _entry_points([source], source.path)
     binding, arch, features, import_name = _binding_for([source], exports, name)

@@ -395,17 +395,13 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # context and (for the launch check) profiler are ready by the time the module is. Not for a Python
     # module (its dependencies must be in view from the start) or a run under compute-sanitizer. The
     # launch check's process makes its CUDA context and starts CUPTI only after the first one has its
-    # context (`after`): started side by side, it held the first one back, which was ready 0.9-4.6 s
-    # after the module at 23858ac (0.1 s without it beside: reports/learner-loop-ab-*.log). Its check
-    # comes last, after ncu's, and nothing waits for it before: at cb33999 the first one's timing waited
-    # until it was ready, 1.4-6.8 s after the cases in checks after an edit (worst 15.5 s on one H100:
-    # reports/learner-loop-cb33999-h100.log). What each did when: Result.background.
-    # (One process with the "kernels launched" check last in it, as class grading does, was slower here:
-    # the profiler's start, 3.5-5.5 s, then comes after the timing, on the way to the verdict; at 23858ac on
-    # one H100 the worst check after an edit took 15.3 s so, 11.0 s with two: reports/learner-loop-ab-*.log.
-    # Most of that start was torch.profiler's first session importing torch._inductor, not CUPTI:
-    # reports/cupti-start-f23237f-h100.log; worker._cuda_session avoids it: at fb78881 the second process
-    # had CUPTI started 4.7-5.7 s into each check, 7.5-12.8 s before: reports/learner-loop-fb78881-h100.log.)
+    # context (`after`): started side by side, it held the first one back (reports/learner-loop-ab-*.log).
+    # Its check comes last, after ncu's, and nothing waits for it before: a timing that waited for it would
+    # wait seconds (reports/learner-loop-cb33999-h100.log). What each did when: Result.background.
+    # (Not one process with the "kernels launched" check last in it, as class grading does: the profiler's
+    # start would come after the timing, on the way to the verdict: reports/learner-loop-ab-*.log. Most of
+    # that start is torch.profiler's first session importing torch._inductor, not CUPTI, which
+    # worker._cuda_session avoids: reports/cupti-start-f23237f-h100.log, reports/learner-loop-fb78881-h100.log.)
     warm, ncu_run, warm_sanitizers = None, None, {}
     t_warm = time.perf_counter()
     if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
@@ -426,7 +422,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
         if untouched is not None and prep.judged_alone_only():
             # Beside other checks on its GPU (the self-test), a kernel that hangs in one of them can hold
             # this one's calls back past their limit, and one stopped for not pausing while another waited
-            # to time has no verdict of its own (until 2555e0a only the first was graded again here):
+            # to time has no verdict of its own:
             # graded again with the GPU to itself, that run alone counts, as in class grading.
             untouched.result.add_time(first_run_phase(prep), time.perf_counter() - t_run)
             t_again = time.perf_counter()

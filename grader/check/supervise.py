@@ -179,8 +179,8 @@ class _WaitingWatch:
     no supervisor watches them then, and a class run keeps several per lane, some (the sanitizers')
     waiting a whole run when their stage's verdict is cached. One thread per process checks them all
     every config.WAITING_WATCH_S; one past its limit is stopped and says so in its log (a grading
-    that finds it ended starts its own). On 2 x H100 at d2354f5 a compute-sanitizer memcheck process
-    of a Ray worker grew to 241 GB of host memory unstopped, and Ray's memory monitor killed workers."""
+    that finds it ended starts its own). Unwatched, a compute-sanitizer memcheck process grew to 241 GB of
+    host memory (reports/ray-class-2gpu-oom-d2354f5.log)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -314,9 +314,8 @@ def overdue_pause(gate: Supervised, in_call: float, run_limit: float | None) -> 
     config.GATE_PAUSE_LIMIT_S (class grading then grades it again with the GPU alone). Not while it is in
     a call of the learner's code that its own run limit ends within config.PAUSE_RACE_S: that call began
     right after the pause was asked, in the same stretch of GPU work (the inputs made, then the call), and
-    the run limit stops it as a hang, the verdict it gets with no neighbour (at b14134c, 3 of the 8 hang
-    mutants of 168 on 2 GPUs were stopped 0.1-1 s before their run limit for not pausing, and each was run
-    again alone: 11 s more with its GPU to itself, its 3 neighbours paused; on 1 GPU none of 8)."""
+    the run limit stops it as a hang, the verdict it gets with no neighbour; stopped for not pausing, it
+    would be run again alone, a whole run limit more with its neighbours paused."""
     if not gate.unresponsive(config.GATE_PAUSE_LIMIT_S):
         return False
     return not (run_limit and in_call > 0 and run_limit - in_call <= config.PAUSE_RACE_S)
@@ -393,12 +392,9 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                     elif run_limit and in_call > run_limit:
                         timed_out = stuck = True
                         # a neighbour stopped inside its work while this call ran: its hung kernel may have
-                        # held the GPU until its processes had exited, when its stop is said again (at 78d8db0,
-                        # twice in 168 gradings, a call right after a hang's stop on its GPU ran past the limit).
-                        # A stop said before the call began is over: until b23a2d9 one said up to a run limit
-                        # before it counted, and on 2 GPUs, where a class's hang mutants come to one GPU within
-                        # 20 s of each other, 3 of 8 were graded twice for a hang stopped 1-9 s before their
-                        # own call began (often right before: held at the gate until that stop).
+                        # held the GPU until its processes had exited, when its stop is said again. A stop said
+                        # before the call began is over and does not count: a class's hang mutants come to one
+                        # GPU close together, and each would be graded twice for the one stopped before it.
                         if gate is not None and not prep.contended:
                             prep.contended = gate.others_stopped_since(time.time() - in_call)
                     elif gate is not None and overdue_pause(gate, in_call, run_limit):

@@ -440,9 +440,8 @@ def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, st
     a reason the baseline's was not says so (the baseline timed beside, interleaved, shares its
     clocks). `gate`
     (class grading's lanes): only the timed calls run with the GPU to this process alone; the case's
-    inputs, its correctness run before and its re-check after run beside the other gradings (at
-    d9b34fe they were most of the window in which the others stood paused: 0.27 s a grading, the
-    timed calls ~0.05 s of it, and their allocations wait in the driver on the host's other GPUs)."""
+    inputs, its correctness run before and its re-check after run beside the other gradings (they
+    would be most of the window in which the others stand paused, the timed calls a fifth of it)."""
     import torch
 
     from ..bench import bench_interleaved, theoretical_bandwidth
@@ -608,7 +607,7 @@ def release_case_memory(kept: int | None = None):
     import torch
 
     # (a stretch of GPU work: blocks given back to the driver while another grading on this GPU times
-    # slowed its kernel; at 9fa02d3, done outside a stretch, one timing of a right answer read 0.871x)
+    # slow its kernel: reports/class-benchmark-168-lanes4-2gpu-9fa02d3-one-timing-beside-a-free.log)
     with (_GATE or _NO_GATE).busy():
         gc.collect()
         if torch.cuda.memory_reserved() > (_KEPT_BYTES if kept is None else kept):

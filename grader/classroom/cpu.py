@@ -6,8 +6,7 @@ faster on more GPUs. `CpuMeter` measures a stretch of a run: how busy the CPUs i
 their lines of /proc/stat sampled each second (Linux), in CPU-seconds and as a share; and the CPU
 seconds of this process and of the processes it waited for (getrusage), which leave out every grading
 process stopped rather than ended (its bubblewrap is killed: what ran under it is nobody's waited-for
-child), so that figure is a floor (at d2354f5: 5.7 CPU-s per submission by it, 70% of 32 CPUs for
-122 s by /proc/stat).
+child), so that figure is a floor, below what /proc/stat counts.
 """
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def _prepare_job(args):
         try:
             return prepare(ex, Path(path), display=display)
         except Exception:  # the grader's own trouble, not the submission's (prepare makes rows of those): once more
-            # (at e3af72f, on a fresh H200 host, one exec of nvcc failed with EFAULT, "Bad address")
+            # (an exec of nvcc can fail on a fresh host: EFAULT, reports/class-benchmark-84-lanes4-1gpu-e3af72f-nvcc-efault.log)
             time.sleep(1)
             return prepare(ex, Path(path), display=display)
     finally:
@@ -89,8 +89,7 @@ def _bindings_ahead(exs, echo, built_at: list) -> cf.ThreadPoolExecutor | None:
     """Each exercise's binding (what every submission with the solution's entry points links in), compiled
     from its solution in threads of this process (a run with a GPU: the caller's), started right after the
     warm-up build: beside the grading processes' bytecode, the GPUs' calibration and the first submissions'
-    checks, not after a preparation process's start (at 184c828, as the first job of the pool, the first
-    submission of a class of 84 was ready 11-14 s into the GPU phase, 9 s of it the first links waiting)."""
+    checks, not after a preparation process's start, where the first submissions' links would wait for it."""
     todo = [ex for ex in exs if ex.learner_file != "python" and ex.solution_path.is_file()]
     if not todo:
         return None
@@ -116,9 +115,9 @@ def _said_if_failed(echo, ex_id: str, fut) -> None:
 
 def _below_the_gradings() -> None:
     """After its first submission, a preparation process works below the grading processes' priority
-    (config.PREPARE_NICE): at 7a38631 the builds beside them slowed each grading by 19% (7% since).
-    Its first is not: nothing grades before the first submission is prepared, and at 2587f78 the
-    first was ready 17 s into a run of 84, niced behind every lane's processes starting."""
+    (config.PREPARE_NICE): builds beside them at the same priority slow each grading.
+    Its first is not: nothing grades before the first submission is prepared, and niced it would wait
+    behind every lane's processes starting."""
     if not _NICED:
         _NICED.append(os.nice(config.PREPARE_NICE))
 
@@ -178,22 +177,19 @@ def _calibrate(runtime: str, exercise_ids: list[str], device: str | None = None)
 def calibrate_all(runtime: str, exercise_ids: list[str], device: str | None = None) -> dict:
     """A slot's setup: the baseline of its GPU (`device`) for every exercise of the run ({} without a GPU).
     Started by the run's own process as the GPU phase starts: not after the sandbox's GPU check, nor in
-    the slot's process, which start first (at 2555e0a each GPU's calibration was ready 14-15 s into the
-    GPU phase, 4-5 s of it waiting for the sandbox's check)."""
+    the slot's process, both of which come first (it would wait seconds for the sandbox's check)."""
     if not toolchain.has_gpu():
         return {}
     return _calibrate(runtime, exercise_ids, device)
 
 
 # This lane's grading process for its next submission, started while it grades the one before: Python,
-# torch and the CUDA context cost every grading seconds of its lane otherwise (the class benchmark at
-# 95a43a0: 3.5 s of process start per grading). One process per submission (besides compute-sanitizer's):
-# the "kernels launched" check runs last in it, after the timing, where CUPTI's start can slow nothing
-# timed. (A learner's check starts a second one with the profiler started, for its latency; here that
-# second Python, torch and CUDA context per grading cost more than they saved: at af51a64, 84 x day02 on
-# 2 H100s, 89 s of GPU phase with two processes, 76 s with one, 133 s either way on one GPU; the lanes'
-# seconds 540 -> 455 on 2 GPUs (467 and 458 on one); 15.5 -> 11.1 busy CPU-seconds per submission. A
-# context's start and teardown serialise in the driver with the other GPUs' work.) "key": the options it
+# torch and the CUDA context cost every grading seconds of its lane otherwise. One process per submission
+# (besides compute-sanitizer's): the "kernels launched" check runs last in it, after the timing, where
+# CUPTI's start can slow nothing timed. (A learner's check starts a second one with the profiler started,
+# for its latency; here a second Python, torch and CUDA context per grading cost more than it saved:
+# reports/class-benchmark-84-lanes4-*-af51a64-*.log. A context's start and teardown serialise in the
+# driver with the other GPUs' work.) "key": the options it
 # was started for; "warm": pipeline.run's `warm`; "sanitizers": {tool: WarmWorker(sanitize=tool)}, each
 # waiting until a grading uses it.
 GRADING_PROCESSES = 1  # per submission (the class benchmark's runs record it)
@@ -237,8 +233,8 @@ def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None,
 def prime_lane(opts: RunOptions) -> None:
     """A lane's processes for its first submission, started as its slot process starts (beside its
     GPU's calibration and the first builds): without them the first submission of every lane paid
-    Python's, torch's and CUPTI's start under the load of the builds (5-7 s of process start and 4-6 s
-    of profiler at a1a2be0), a cost each GPU pays once per run, which no second GPU shortens."""
+    Python's, torch's and CUPTI's start under the load of the builds (seconds of each), a cost each GPU
+    pays once per run, which no second GPU shortens."""
     global _NEXT
     if _NEXT or not toolchain.gpu_present():
         return
@@ -334,8 +330,8 @@ def grade_one(item, calibration: dict | None) -> dict:
         # record keeps what this run cost.
         # Not a call of its own stopped past the run limit while no other grading on this GPU was in a
         # long call (config.CONTENDED_CALL_S; ncu counts as one): the others' short calls take the GPU
-        # only for their kernels' microseconds, so that call hangs on its own (at d2354f5 the hang
-        # mutants' second, lone run was a third of each GPU's busy time in the class benchmark).
+        # only for their kernels' microseconds, so that call hangs on its own (and a hang's second, lone
+        # run costs its GPU another whole run limit).
         untouched.result.add_time(first_run_phase(prep), time.perf_counter() - t1)
         return Later((*item[:2], untouched, *item[3:6], ALONE))
     return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on(started))
@@ -493,10 +489,9 @@ def prepared_ahead(jobs: Iterable, submit: Callable, ahead: int) -> Iterator:
     starts one and returns its future. At most `ahead` are started and not yet handed on: the first
     `ahead` start at this call, one more as each is handed on (before it is, the caller may keep it).
     Class grading's preparation: once the first submissions are ready, the builds go at the pace the
-    lanes take them, not all at once beside the first gradings (at d9b34fe, 2 GPUs on 32 CPUs, the
-    gradings run while all 168 submissions were being prepared took 12-27% longer than on 1 GPU, those
-    run after 1-6%; on 1 GPU no longer than after). Where the builds are slower than the gradings,
-    every preparation process stays at work, as before."""
+    lanes take them, not all at once beside the first gradings, which builds on every CPU slow
+    (reports/class-benchmark-168-lanes4-*-d9b34fe.log). Where the builds are slower than the gradings,
+    every preparation process stays at work."""
     waiting = iter(jobs)
     pending: dict = {}  # future: its job, in the order started
 
@@ -659,8 +654,7 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
                     early, sandbox_known) -> dict:
     """This host's GPUs, a slot each with `lanes` processes (slots.py); `items` arrive as they are prepared.
     `early`: there are submissions to grade, so each GPU's calibration and its lanes' processes start
-    at once, beside the first builds (at 7a38631 they waited for the first submission built, 21 s
-    into a run of 84: the first grading started 35 s in, on 1 GPU as on 2)."""
+    at once, beside the first builds, not after the first submission is built."""
     ex_by_id = {e.id: e for e in exs}
     gpu = toolchain.has_gpu()
     names = ", ".join(d or "the one visible" for d in devices)

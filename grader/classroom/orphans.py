@@ -1,8 +1,7 @@
 """Grading processes that outlive a class run, stopped at its end. A grading process (the worker, the
 compute-sanitizer or ncu over it, the bubblewrap around them) belongs to a lane process, which stops
-it; one whose lane process died first is left to run on, and one left over so went on growing on a
-GPU host after its run (a compute-sanitizer memcheck process at 241 GB of host memory on 2 x H100
-at d2354f5, whatever its origin, until Ray's memory monitor killed the next run's workers). The run
+it; one whose lane process died first is left to run on, and may go on growing on a GPU host after
+its run (a compute-sanitizer memcheck process reached 241 GB of host memory: reports/ray-class-2gpu-oom-d2354f5.log). The run
 makes its own process the subreaper of what it starts (prctl PR_SET_CHILD_SUBREAPER): an orphan
 comes to it instead of init, and at the end every grading process among its children that it did
 not have at the start is stopped with everything under it. Only processes the grader starts for a

@@ -110,9 +110,8 @@ def _noop() -> None:
 class Later:
     """What `work` returns for an item to be run once more (`item`, changed as it says: class grading's
     re-run with the GPU alone): with one slot after every other item, when the other lanes have little
-    left to do; with several next, so that its GPU's lanes wait for it while the other GPUs grade on (at
-    the end, one GPU ran it alone while the others had nothing left: at 9ecf890 a 10.5 s re-run on one
-    of 2 H100s was most of the 8 s between the two GPUs' ends)."""
+    left to do; with several next, so that its GPU's lanes wait for it while the other GPUs grade on (left
+    to the end, it would run alone on one GPU while the others had nothing left to do)."""
 
     def __init__(self, item):
         self.item = item
@@ -225,8 +224,8 @@ def run_on_slots(devices: list[str | None], items: Iterable, work: Callable, on_
             begin_setup()
         # The sandbox's GPU check may still be under way (`sandbox_off` callable): the slot's processes start
         # now as if it will pass (inside the sandbox, as nearly always), not after it (3-5 s, then their
-        # Python, torch and CUDA context: the first gradings waited 3.8-6.6 s for them at ed8c705), and start
-        # again outside the sandbox where it fails, before any item runs.
+        # Python, torch and CUDA context: seconds the first gradings would wait), and start again outside
+        # the sandbox where it fails, before any item runs.
         decide = sandbox_off if callable(sandbox_off) else None
         state = {"pool": _executor(device, None if decide else sandbox_off, lanes, gate, prime), "active": 0,
                  "since": 0.0, "off": None if decide else sandbox_off}

@@ -281,7 +281,7 @@ def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | No
         cases = [i for i in res.items if i.group == "correctness"]
         sanitizers = [f"{i.name.split()[-1]} {i.status} ({i.metrics.get('seconds', 0):.0f} s)" for i in res.items
                       if i.name.startswith("compute-sanitizer")]
-        # (the failure in the log too: a self-test cut off before its report still says why; at 45a95ef it did not)
+        # (the failure in the log too: a self-test cut off before its report still says why)
         log(f"{ex.id} solution over {config.FALSE_FAILURE_SEEDS} seeds: "
             + ("no false failure" if res.ok else f"FAILED: {res.first_failure()[:300]}"))
         return {"exercise": ex.id, "cases": len(cases), "seeds": config.FALSE_FAILURE_SEEDS, "ok": res.ok,
@@ -291,8 +291,8 @@ def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | No
                 "run_limit_s": ex.run_limit_s, "seconds": time.perf_counter() - t_check}
 
     # Each check runs in processes of its own: four exercises at a time (nothing here is timed), the one
-    # given the longest time limit first (day14.decoder's torch.compile: last in line at 6abee3e, it was
-    # not started by the deadline while three shorter ones ran on); the rows in the exercises' order.
+    # given the longest time limit first (day14.decoder's torch.compile), so that a deadline cannot find it
+    # not yet started behind shorter ones; the rows in the exercises' order.
     order = list(scope.exercises())
     longest_first = sorted(order, key=lambda e: -e.timeout_s)
     with cf.ThreadPoolExecutor(max_workers=4) as pool:
@@ -871,8 +871,8 @@ def _cpu_cell(run: dict) -> str:
 
 def _start_note(timing: dict) -> str:
     """What the first grading on each GPU waited for: its calibration, its lanes' processes, the first
-    submission built and the exercise's binding before it (seconds into the GPU phase; runs before f0d321e
-    did not say); and the run's start before the GPU phase (the sandbox's check, the warm-up build)."""
+    submission built and the exercise's binding before it (seconds into the GPU phase; older runs'
+    records may lack them); and the run's start before the GPU phase (the sandbox's check, the warm-up build)."""
     gpus = list(timing.get("per_gpu", {}).values())
     if not gpus or timing.get("first_prepared_s") is None:
         return ""
@@ -938,9 +938,9 @@ def projection(report: dict, exercises: int, students: int = PROJECTION_STUDENTS
     base = one or runs[-1]
     rate = _rate(base)
     t = base["timing"]
-    # Process-seconds of preparation per submission: its stages summed over the gradings (since 426179d the
-    # preparation goes at the lanes' pace, its processes idle between submissions); runs recorded without
-    # them: its processes' count times its wall time (all at work from start to end then).
+    # Process-seconds of preparation per submission: its stages summed over the gradings (the preparation
+    # goes at the lanes' pace, its processes idle between submissions); runs recorded without them: its
+    # processes' count times its wall time (in such runs they were all at work from start to end).
     from ..check.pipeline import PREPARATION_STAGES
 
     prepared = sum((base.get("stage_s") or {}).get(k, 0.0) for k in PREPARATION_STAGES)
@@ -1013,9 +1013,9 @@ def synthetic_class(ex, students: int, subs: Path) -> dict[str, str]:
 
 
 # Points by which copies of one submission may differ in score: a score that follows a measured speed (a
-# correct but slower kernel's partial performance credit) moves with the timing's noise (at b14134c, copies
-# of one mutant scored 87.8 and 87.9: 0.679x and 0.681x the copy); a check that failed in one copy and not
-# in another moves it by whole checks (a disturbed grading at 78d8db0: 21.2 against 26.1).
+# correct but slower kernel's partial performance credit) moves with the timing's noise, a tenth of a point
+# or so (reports/class-benchmark-168-lanes4-1gpu-b14134c.log: 87.8 and 87.9); a check that failed in one
+# copy and not in another moves it by whole checks, which this flags.
 COPY_SCORE_NOISE = 1.0
 
 
@@ -1023,7 +1023,7 @@ def copies_unlike(run: dict) -> list[str]:
     """The students of a class-benchmark run whose verdict differs from that of most copies of the same
     submission (synthetic_class: each is one of a few submissions, in turn; the secret seed is the run's),
     or whose score differs from their median by more than COPY_SCORE_NOISE: "student50: fail 21.2 (its
-    copies: fail 26.1)". A grading that a neighbour on its GPU disturbed (a hang's stop at 78d8db0) shows here."""
+    copies: fail 26.1)". A grading that a neighbour on its GPU disturbed (a hang's stop) shows here."""
     from collections import Counter
     from statistics import median
 
@@ -1108,7 +1108,7 @@ def class_report(out: str | Path) -> str:
             if r.get("roster"):
                 same += ("; copies of one submission graded alike" if not unlike else
                          f"; **copies graded unlike**: {', '.join(unlike[:4])}")
-            procs = r.get("processes")  # (grading processes per submission; runs before af51a64 did not say: 2)
+            procs = r.get("processes")  # (grading processes per submission; older runs' records lack it: they ran 2)
             md.append(f"| {r['students']} | {r['gpus']} | {r.get('lanes', 1)}"
                       + (f" x {procs} process{'es' if procs > 1 else ''}" if procs else "")
                       + f" | {r['environment']['date']}, "
