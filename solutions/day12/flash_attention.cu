@@ -62,7 +62,7 @@ constexpr int THREADS = WARPS * 32;
 constexpr int WARP_ROWS = 16 * MT;          // query rows per warp: 32
 constexpr int BLOCK_Q = WARP_ROWS * WARPS;  // query rows per block: 128
 // Keys per tile, the depth of the cp.async ring and __launch_bounds__' blocks per SM: knobs that
-// benchmarks/variant_sweep tries (the defaults measured best on the H100, see above).
+// benchmarks/variant_sweep tries (the defaults measured best on the H100: reports/variant-sweep-day10-day12.json).
 #ifndef FA_BLOCK_KV
 #define FA_BLOCK_KV 32
 #endif
