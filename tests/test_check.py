@@ -561,8 +561,8 @@ def test_the_side_stream_spin_waits_on_the_gpus_global_clock(tmp_path):
 
 def test_the_waiting_memory_watch_goes_on_when_a_process_is_watched_while_it_looks(monkeypatch):
     """_WaitingWatch: a WarmWorker started (watch()) while the watch's thread goes over the ones it
-    watches neither stops that thread (at fb78881 it died of 'dictionary changed size during
-    iteration' in the 2-GPU class benchmark, and no waiting process was watched after) nor is lost."""
+    watches neither stops that thread (it must not die of 'dictionary changed size during iteration',
+    leaving no waiting process watched after) nor is lost."""
     import types
 
     from grader.check import supervise

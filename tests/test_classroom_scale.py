@@ -243,9 +243,8 @@ def test_the_class_report_says_where_the_gradings_time_went(tmp_path):
 
 
 def test_the_class_report_says_where_each_gpus_time_went(tmp_path):
-    # On several GPUs, each GPU's gradings apart: at 9ecf890 on 2 H100s one GPU graded 30 and the other 42
-    # in the same time, the first holding three of the four hang mutants (each holds its GPU's timings
-    # back for the pause limit): a table of the sums alone hid it.
+    # On several GPUs, each GPU's gradings apart: one GPU may grade fewer in the same time, holding more of
+    # the hang mutants (each holds its GPU's timings back for the pause limit), which a table of sums hides.
     from grader.maintain.verify import _stage_seconds, _stages_by_gpu, class_report
 
     records = [{"timings": {"waiting for the GPU alone": 9.0, "cases": 1.0}, "graded_on": {"gpu": "0"}},
@@ -302,8 +301,8 @@ def test_an_item_run_later_comes_after_every_other():
 
 
 def test_on_several_gpus_an_item_run_later_comes_next():
-    # Its GPU's lanes wait for it while the other GPUs grade on: at the end, one GPU ran it alone while the
-    # others had nothing left (at 9ecf890 most of the 8 s between two H100s' ends).
+    # Its GPU's lanes wait for it while the other GPUs grade on: left to the end, one GPU would run it alone
+    # while the others had nothing left to do.
     done = []
     stats = run_on_slots(["0", "1"], list(range(8)), _later_once, lambda item, r, d, s, e: done.append(item), lanes=1)
     assert sorted(map(str, done)) == sorted(["0 again", *map(str, range(1, 8))])
@@ -465,7 +464,7 @@ def _setup_with_device(folder, device=None):
 def test_each_gpus_setup_runs_here_at_once_not_after_the_sandbox_check(tmp_path):
     """A GPU's setup (its calibration: a process of its own, pinned to it) runs in a thread of the run's
     process, told its device, as the slot starts: not in the slot's process, whose start waits for the
-    sandbox's GPU check (`sandbox_off` called: at 2555e0a the calibration waited 4-5 s for it)."""
+    sandbox's GPU check (`sandbox_off` called: seconds the calibration would wait for)."""
     import functools
 
     marks = tmp_path / "marks"
@@ -515,7 +514,7 @@ def test_a_built_submission_travels_to_a_ray_task_whole(tmp_path):
 
 def test_a_class_runs_binding_is_built_ahead_from_the_solution(tmp_path, monkeypatch):
     """As a class run starts, a thread of its process compiles each exercise's binding from its solution: the
-    submissions' links use that object (the first ones waited 9-12 s for it under its lock at 9ecf890)."""
+    submissions' links use that object (built by the first of them, the others would wait for it under its lock)."""
     from grader import exercises
     from grader.build import build_checked, compile_cubin
     from grader.classroom import grade
@@ -648,7 +647,7 @@ def test_the_preparation_keeps_at_most_its_processes_count_ahead_of_the_lanes():
 
 def test_the_class_report_shows_copies_of_one_submission_graded_unlike(tmp_path):
     """The synthetic class repeats a few submissions: each copy must get the same verdict and score in one
-    run (its secret seed); one that does not was disturbed (at 78d8db0: a hang's stop on its GPU)."""
+    run (its secret seed); one that does not was disturbed (e.g. by a hang's stop on its GPU)."""
     from grader.maintain.verify import class_report, copies_unlike
 
     run = _run(1, 300.0, graded=6)
@@ -677,8 +676,8 @@ def test_the_class_report_shows_copies_of_one_submission_graded_unlike(tmp_path)
 
 def test_a_preparation_that_fails_for_the_graders_own_reasons_is_tried_once_more(tmp_path):
     """_prepare_job: an exception out of prepare() is the grader's trouble, not the submission's (prepare
-    makes rows of those): tried once more (at e3af72f one exec of nvcc failed with EFAULT on a fresh host
-    and the run graded nothing); failing again, it is raised, and the run leaves that submission ungraded."""
+    makes rows of those): tried once more (an exec of nvcc can fail with EFAULT on a fresh host, and the
+    run graded nothing); failing again, it is raised, and the run leaves that submission ungraded."""
     import subprocess
     import sys
 

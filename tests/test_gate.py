@@ -355,9 +355,9 @@ STUCK_WORKER = "import os, time\nopen('{calling}', 'w').write(repr(time.time()))
 def test_a_call_past_the_run_limit_while_a_neighbour_was_stopped_is_contended(tmp_path, monkeypatch,
                                                                               neighbour_stopped):
     """supervise.run_worker: a call past the run limit is a hang (stopped there); it is no verdict where
-    another grading on its GPU was stopped inside its work while the call ran (at 78d8db0 a grading right
-    after a hang's stop on its GPU lost its later checks so). A stop said before the call began is over
-    (at b23a2d9 hang mutants were graded twice for a neighbour's hang stopped 1-9 s before their call)."""
+    another grading on its GPU was stopped inside its work while the call ran (a grading right after a
+    hang's stop on its GPU would lose its later checks so). A stop said before the call began is over
+    (else hang mutants are graded twice for a neighbour's hang stopped seconds before their call)."""
     import sys
     import threading
 
@@ -572,7 +572,7 @@ def test_a_process_ending_holds_any_timing_until_it_has_gone(tmp_path):
 
 def test_memory_given_back_between_cases_is_a_stretch_of_work(monkeypatch):
     """worker.release_case_memory: the blocks given back to the driver (cudaFree) inside busy(), never
-    beside another grading's timing (at 9fa02d3 a right answer timed beside one read 0.871x)."""
+    beside another grading's timing (a right answer timed beside one reads slow)."""
     import contextlib
 
     import torch

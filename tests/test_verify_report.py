@@ -192,7 +192,7 @@ def test_a_class_run_says_what_each_gpus_first_grading_waited_for():
               "first_prepared_s": 9.4}
     assert verify._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, "
                                           "first submission built 9 s")
-    assert verify._start_note({"per_gpu": {"0": {"setup_s": 12.7}}}) == ""  # (a run before f0d321e)
+    assert verify._start_note({"per_gpu": {"0": {"setup_s": 12.7}}}) == ""  # (an older run's record)
     timing.update(bindings_built_s=8.6, before_gpu_phase_s=3.2)
     assert verify._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, binding built 9 s, "
                                           "first submission built 9 s; 3 s before the GPU phase")
