@@ -63,13 +63,13 @@ def doctor(echo=print) -> int:
         row("sandbox", f"bubblewrap at {sandbox.bwrap_path()}" + ("; CUDA works inside it" if gpu_why is None
                                                                    else f"; {gpu_why}"), gpu_why is None,
             "grading processes cannot use the GPU in the sandbox: add the device nodes they need with "
-            "COURSE_SANDBOX_DEVICES, or COURSE_SANDBOX=off and the README's container recipe")
+            "COURSE_SANDBOX_DEVICES, or COURSE_SANDBOX=off and the container recipe in docs/instructors.md")
     elif why is None:
         echo(f"ok  {'sandbox':<22} bubblewrap at {sandbox.bwrap_path()} (grading processes: no network, course "
              "read-only, only their scratch folder writable)")
     else:  # a learner checking their own kernels does not need it; an instructor grading a class does
         echo(f"    {'sandbox':<22} NOT available ({why}): submissions would run as your user; to grade a class, "
-             "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or use the README's container recipe")
+             "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or use the container recipe in docs/instructors.md")
     echo(f"    {'mode':<22} {toolchain.mode()}" + ("" if toolchain.has_gpu() else
          " (kernels are compiled for sm_90 and their SASS checked; running them is skipped)"))
     for p in problems:

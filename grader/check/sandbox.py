@@ -17,7 +17,7 @@ $COURSE_BWRAP):
 
 `available()` says whether bubblewrap can create those namespaces here (many containers
 forbid it): None when it can, else the reason. Where it cannot, the grader says so at
-the start of a class run and the README's container recipe applies. COURSE_SANDBOX=off
+the start of a class run and the container recipe in docs/instructors.md applies. COURSE_SANDBOX=off
 turns it off on purpose (it is then reported as not available, with that reason).
 """
 from __future__ import annotations
@@ -141,7 +141,7 @@ def banner() -> str:
     if why is None:
         return f"sandbox: {DESCRIPTION}"
     return (f"sandbox: NOT available here ({why}): submissions run as your user; "
-            "see the README's container recipe")
+            "see the container recipe in docs/instructors.md")
 
 
 def _resolve(paths) -> list[Path]:

@@ -24,7 +24,7 @@ Preparing compiles and inspects only (the link checks reject load-time code and 
 the launch API); the students' code runs only in the grading processes, each in the bubblewrap
 sandbox (grader/check/sandbox.py) where it works: no network, the course read-only, the
 submissions, OUT, the solutions and the build cache hidden, only its scratch folder writable.
-The run's first lines say whether it works; where not, see the README's container recipe.
+The run's first lines say whether it works; where not, see the container recipe in docs/instructors.md.
 """
 from __future__ import annotations
 
