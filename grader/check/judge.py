@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .. import toolchain
 from .gate import GpuGate
+from .worker_config import WorkerConfig
 
 HANDOVER = "handover"  # the folder, in the grading process's own, where it writes each run's outputs
 MAX_FILE_BYTES = 2 << 30  # a handed-over file larger than this is refused unread
@@ -116,21 +117,21 @@ def judge_all(ex, runs: list, folder: str | Path, device: str = "cuda") -> dict:
     return {"judged": judged, "problems": problems}
 
 
-def judge_apart(ex, opts, worker_config: dict, result, timed: dict | None = None) -> None:
+def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | None = None) -> None:
     """After a grading process that got to its end: every run of every untimed case it did not itself
     fail, and every timed case's steps (`timed`: the check's timings of them, timed_apart.TimingServer's
     records), judged here in a process of its own (the GPU's gate held meanwhile, as a process that
     cannot pause holds it). Its rows: pass, or the first problem of each untimed case; a row per timed
     case (timed_apart.judge_case)."""
     failed = {i.name for i in result.items if i.group == "correctness" and i.status == "fail"}
-    runs = [[index, label, seed] for index, case in untimed_cases(ex, worker_config["max_case_bytes"])
-            if case.label not in failed for label, seed in worker_config["seeds"]]
+    runs = [[index, label, seed] for index, case in untimed_cases(ex, worker_config.max_case_bytes)
+            if case.label not in failed for label, seed in worker_config.seeds]
     if not runs and timed is None:
         return
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grader-judge-") as own:
         cfg, verdict, log = Path(own) / "config.json", Path(own) / "verdict.json", Path(own) / "output.log"
-        cfg.write_text(json.dumps({"exercise": ex.id, "folder": worker_config["handover"], "runs": runs,
+        cfg.write_text(json.dumps({"exercise": ex.id, "folder": worker_config.handover, "runs": runs,
                                    "timed": None if timed is None else {str(i): r for i, r in timed.items()},
                                    "calibrated": opts.calibrated, "verdict": str(verdict)}), encoding="utf-8")
         limit = opts.timeout or ex.timeout_s
@@ -162,7 +163,7 @@ def judge_apart(ex, opts, worker_config: dict, result, timed: dict | None = None
     else:
         cases = len({index for index, _, _ in runs})
         result.add("correctness", NAME, "pass",
-                   f"{cases} cases x {len(worker_config['seeds'])} seeds: the outputs your code handed over "
+                   f"{cases} cases x {len(worker_config.seeds)} seeds: the outputs your code handed over "
                    f"match the reference computed in a process your code never ran in")
 
 

@@ -25,6 +25,7 @@ from .gate import GpuGate
 from .result import UNTOUCHED_STUB, Result
 from .static import link_checks, python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker, sanitize_max_bytes
+from .worker_config import WorkerConfig
 
 
 def secret_seed_from_env() -> int | None:
@@ -474,7 +475,7 @@ def _bank_conflict_check(ex: Exercise, built: Prepared, result: Result, started)
         return
     module = copy_module(built.module_dir, started.folder)
     (started.folder / "config.json").write_text(
-        json.dumps({"exercise": ex.id, "module_dir": module, "module_name": built.module_name}))
+        WorkerConfig(exercise=ex.id, module_dir=module, module_name=built.module_name).to_json())
     rows = started.go()
     counts = [(r["kernel"].split("(")[0], ncu.bank_conflicts(r, built.shared_access_bytes)) for r in rows or []]
     if not counts or any(c is None for _, c in counts):

@@ -21,6 +21,7 @@ from ..spec import Exercise
 from . import judge, sandbox, timed_apart
 from .gate import GpuGate, Supervised, _write, calling_for
 from .result import Result
+from .worker_config import WorkerConfig
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
 
@@ -340,20 +341,20 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
             result.add_time("module copied to the grading process", time.perf_counter() - t_copy)
         results = Path(tmp) / RESULTS_FILE
         results.touch()
-        worker_config = {"exercise": ex.id, "module_dir": module_dir, "module_name": prep.module_name,
-                  "kernels": prep.kernels, "seeds": opts.seeds, "perf": opts.perf, "results": str(results),
-                  "calibrated": opts.calibrated, "deps": prep.deps, "cpu_only": prep.cpu_only,
-                  "max_case_bytes": sanitize_max_bytes(opts),
-                  "part": part, "gate": bool(opts.gate), "case_memory_kept": opts.case_memory_kept,
-                  # a Python module's outputs, judged after it in a process of their own (judge.py)
-                  "handover": (str(Path(tmp) / judge.HANDOVER) if ex.learner_file == "python" and not prep.cpu_only
-                               and not opts.sanitize and part != "launches" else None)}
         # a Python module's timed cases, timed from here (timed_apart.py)
         server = (timed_apart.TimingServer(tmp) if ex.timed_apart is not None and opts.perf and ex.perf_cases
                   and not prep.cpu_only and not opts.sanitize and part != "launches" else None)
-        worker_config["timed_apart"] = server is not None
+        worker_config = WorkerConfig(
+            exercise=ex.id, module_dir=module_dir, module_name=prep.module_name, kernels=prep.kernels,
+            seeds=opts.seeds, perf=opts.perf, results=str(results), calibrated=opts.calibrated, deps=prep.deps,
+            cpu_only=prep.cpu_only, max_case_bytes=sanitize_max_bytes(opts), part=part, gate=bool(opts.gate),
+            case_memory_kept=opts.case_memory_kept,
+            # a Python module's outputs, judged after it in a process of their own (judge.py)
+            handover=(str(Path(tmp) / judge.HANDOVER) if ex.learner_file == "python" and not prep.cpu_only
+                      and not opts.sanitize and part != "launches" else None),
+            timed_apart=server is not None)
         cfg = Path(tmp) / "config.json"
-        cfg.with_suffix(".part").write_text(json.dumps(worker_config))
+        cfg.with_suffix(".part").write_text(worker_config.to_json())
         log = Path(tmp) / "output.log"
         env = toolchain.grading_env(opts.runtime_root)
         if opts.sanitize:
@@ -469,7 +470,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         if server is not None and server.problem:
             result.add("performance", "timed steps", "fail", server.problem)
             timed = None
-        if done and (worker_config["handover"] or timed is not None):
+        if done and (worker_config.handover or timed is not None):
             judge.judge_apart(ex, opts, worker_config, result, timed)
         return done
 

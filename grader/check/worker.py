@@ -24,6 +24,7 @@ from .. import config
 from .gate import WorkerGate, _write
 from .judge import untimed_cases
 from .ptx import spin
+from .worker_config import WorkerConfig
 
 
 class Emitter:
@@ -54,7 +55,7 @@ def _short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}"
 
 
-def load_submission(ex, cfg):
+def load_submission(ex, cfg: WorkerConfig):
     """The submission as `call` gets it: the built extension, or a Python-module exercise's
     module imported from its copy in the build cache. Its code first runs here."""
     from .. import build
@@ -63,17 +64,17 @@ def load_submission(ex, cfg):
         import importlib.util
         from types import SimpleNamespace
 
-        path = Path(cfg["module_dir"]) / f"{cfg['module_name']}.py"
-        spec = importlib.util.spec_from_file_location(cfg["module_name"], path)
+        path = Path(cfg.module_dir) / f"{cfg.module_name}.py"
+        spec = importlib.util.spec_from_file_location(cfg.module_name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         if not ex.depends_on:
             return module
         # The kernels it builds on, built by the parent: {exercise id: extension module}
-        kernels = {dep: build.load_built(d, name) for dep, (d, name) in (cfg.get("deps") or {}).items()}
+        kernels = {dep: build.load_built(d, name) for dep, (d, name) in cfg.deps.items()}
         return SimpleNamespace(module=module, kernels=kernels)
 
-    return build.load_built(cfg["module_dir"], cfg["module_name"])
+    return build.load_built(cfg.module_dir, cfg.module_name)
 
 
 def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
@@ -565,8 +566,8 @@ def call_once(config_path: str) -> None:
 
     from ..ncu import PROFILED_RANGE
 
-    cfg = json.loads(open(config_path, encoding="utf-8").read())
-    ex = exercises.get(cfg["exercise"])
+    cfg = WorkerConfig.read(config_path)
+    ex = exercises.get(cfg.exercise)
     mod = load_submission(ex, cfg)
     for case in ex.cases:
         if case.perf:
@@ -640,20 +641,20 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def main(cfg: dict) -> int:
-    emit = Emitter(cfg["results"])
+def main(cfg: WorkerConfig) -> int:
+    emit = Emitter(cfg.results)
     import torch
 
     torch.set_num_threads(min(config.WORKER_CPU_THREADS, torch.get_num_threads()))
     from .. import exercises
 
-    ex = exercises.get(cfg["exercise"])
+    ex = exercises.get(cfg.exercise)
     # Class grading's lanes share a GPU: each stretch of GPU work between pauses, the timing with the
     # GPU alone (gate.py). From here on this process answers pauses; before, it has not touched the GPU
     # (a timing does not wait for a process still importing torch: it pauses at its first busy()).
     global _GATE, _SHARED_POISON, _KEPT_BYTES
-    _KEPT_BYTES = int(cfg.get("case_memory_kept") or 0)
-    gate = _GATE = WorkerGate(os.path.dirname(os.path.abspath(cfg["results"])), bool(cfg.get("gate")))
+    _KEPT_BYTES = cfg.case_memory_kept
+    gate = _GATE = WorkerGate(os.path.dirname(os.path.abspath(cfg.results)), cfg.gate)
     try:
         with gate.busy():  # the CUDA context is made here (or was, in a process started early)
             mod = load_submission(ex, cfg)
@@ -663,7 +664,7 @@ def main(cfg: dict) -> int:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
     # (not under compute-sanitizer, which checks the learner's accesses itself and would instrument it)
-    if ex.poison_shared_memory and torch.cuda.is_available() and not cfg.get("cpu_only") and not cfg.get("max_case_bytes"):
+    if ex.poison_shared_memory and torch.cuda.is_available() and not cfg.cpu_only and not cfg.max_case_bytes:
         from .poison import SharedMemoryPoison
 
         with gate.busy():
@@ -684,16 +685,16 @@ def main(cfg: dict) -> int:
                 emit(group=group, name=name, status=status, detail=detail)
         except Exception as e:
             emit(group="source", name="module checks", status="fail", detail=_short_error(e))
-    if cfg.get("cpu_only"):
+    if cfg.cpu_only:
         emit(event="done")
         return 0
-    seeds = cfg["seeds"]
-    small = cfg.get("max_case_bytes")
-    part = cfg.get("part", "all")  # "no launches" and "launches": two processes share the work
+    seeds = cfg.seeds
+    small = cfg.max_case_bytes
+    part = cfg.part  # "no launches" and "launches": two processes share the work
     untimed = untimed_cases(ex, small)
     if part == "launches":
         untimed = []
-    handover = cfg.get("handover")  # a Python module's outputs, for the judge apart (judge.py)
+    handover = cfg.handover  # a Python module's outputs, for the judge apart (judge.py)
     profiling = part != "no launches" and not small and ex.learner_file != "python"
     # (a pause while the module loaded is part of the process's start, not of the first phase)
     t_phase, paused_before, waited_before = time.perf_counter(), gate.paused_s, gate.waited_s
@@ -737,16 +738,16 @@ def main(cfg: dict) -> int:
         if not alive:
             return 1
         phase("side stream")
-    if cfg.get("perf", True) and ex.perf_cases and part != "launches":
-        if cfg.get("timed_apart"):  # a Python module's steps, timed by the check's own process
+    if cfg.perf and ex.perf_cases and part != "launches":
+        if cfg.timed_apart:  # a Python module's steps, timed by the check's own process
             from . import timed_apart
 
-            if not timed_apart.serve(ex, mod, os.path.dirname(os.path.abspath(cfg["results"])), emit, gate,
+            if not timed_apart.serve(ex, mod, os.path.dirname(os.path.abspath(cfg.results)), emit, gate,
                                      _short_error, release_case_memory, _cuda_alive):
                 emit(event="fatal", detail="crashed while its timed steps ran")
                 return 1
         # each case's timed calls with every other grading on this GPU paused (class grading's lanes)
-        elif not time_cases(ex, mod, cfg.get("calibrated") or {}, emit, gate):
+        elif not time_cases(ex, mod, cfg.calibrated or {}, emit, gate):
             return 1
         phase(f"timing ({_count(len(ex.perf_cases), 'case')})")
     # After the timing: CUPTI, once the profiler has started it, stays in the process and slows every
@@ -762,7 +763,7 @@ def main(cfg: dict) -> int:
             phase(PROFILER_START_PHASE)
         try:
             with gate.busy():
-                _profile_kernels(ex, mod, small[len(small) // 2], cfg["kernels"], emit)
+                _profile_kernels(ex, mod, small[len(small) // 2], cfg.kernels, emit)
         except Exception as e:
             emit(group="work", name="kernels launched", status="fail", detail=_short_error(e))
         phase("kernels launched (torch.profiler)")
@@ -802,12 +803,12 @@ def warm_up(profiler: bool, not_before: Callable[[], None] | None = None) -> dic
     return when
 
 
-def wait_for(path: str) -> dict:
+def wait_for(path: str) -> WorkerConfig:
     """The config, once the parent has written it (renamed into place whole). Its stdin is a pipe
     from the check that started it: at end of file that check is gone (a learner's Ctrl-C, a closed
     terminal), and nothing will come; nor after config.IDLE_WAIT_S: end."""
     _wait_for_any([path])
-    return json.loads(open(path, encoding="utf-8").read())
+    return WorkerConfig.read(path)
 
 
 def _wait_for_any(paths: list) -> None:
@@ -841,14 +842,14 @@ if __name__ == "__main__":
             _write(folder / WARM_READY, json.dumps(stages))
             cfg = wait_for(sys.argv[2])
         else:
-            cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
+            cfg = WorkerConfig.read(sys.argv[1])
         rc = main(cfg)
         if _GATE is not None:  # its exit (the CUDA context torn down, its memory given back) beside no timing
             _GATE.hold()
     except Exception:
         traceback.print_exc()
         sys.exit(3)
-    if cfg.get("max_case_bytes"):  # under compute-sanitizer, which reports at a normal exit
+    if cfg.max_case_bytes:  # under compute-sanitizer, which reports at a normal exit
         sys.exit(rc)
     # Every result is on disk (one line each, flushed): end without tearing down torch and the CUDA
     # context, a second or more the check would otherwise wait for (the driver frees it all anyway).

@@ -1,0 +1,52 @@
+"""What a grading process is told to do: the config file the check writes (supervise.run_worker) and the
+worker reads (`python -m grader.check.worker CONFIG.json`), and the one the bank-conflict count's process
+reads (worker.call_once). Standard library only: both sides import it, the worker before torch."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """One grading process's work, written as a JSON object with every field as a key (to_json) and read
+    back with exactly those keys (from_json)."""
+    exercise: str                            # the exercise's id
+    module_dir: str | None = None            # the built module's folder (as the grading process sees it)
+    module_name: str | None = None           # the built module's name (a Python-module exercise: its file's stem)
+    kernels: list[str] = field(default_factory=list)  # the module's own CUDA kernels ("kernels launched")
+    seeds: list = field(default_factory=list)  # [label, seed] of each seed every untimed case runs with
+    perf: bool = True                        # time the performance cases
+    results: str | None = None               # the file it appends a JSON line to per result (None: call_once)
+    calibrated: dict | None = None           # class grading: each timed case's graded baseline (worker.calibrate)
+    deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
+    cpu_only: bool = False                   # no GPU: only a Python module's module_checks
+    max_case_bytes: int | None = None        # under compute-sanitizer: only the untimed cases up to this size
+    part: str = "all"                        # "all", "no launches" or "launches" (supervise.run_worker)
+    gate: bool = False                       # beside other gradings on its GPU: it answers the gate (gate.py)
+    case_memory_kept: int = 0                # GPU memory kept in torch's allocator between cases (bytes)
+    handover: str | None = None              # the folder a Python module's outputs go to, for the judge (judge.py)
+    timed_apart: bool = False                # a Python module's timed steps, timed by the check (timed_apart.py)
+
+    def to_json(self) -> str:
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "WorkerConfig":
+        """The config written by to_json; ValueError where it is not a JSON object with every field as a key
+        and no other key (a writer and a reader out of step fail here, not at a default)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"a worker config is a JSON object, not {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+        if unknown or missing:
+            raise ValueError("a worker config with " + "; ".join(
+                what + ", ".join(keys) for what, keys in (("unknown keys: ", unknown), ("missing keys: ", missing))
+                if keys))
+        return cls(**data)
+
+    @classmethod
+    def read(cls, path) -> "WorkerConfig":
+        with open(path, encoding="utf-8") as f:
+            return cls.from_json(f.read())
