@@ -598,3 +598,21 @@ def test_the_waiting_memory_watch_goes_on_when_a_process_is_watched_while_it_loo
     except Done:
         pass
     assert looked[:3] == [1, 1, 2]  # the second look saw both
+
+
+def test_a_worker_config_is_read_back_with_exactly_its_keys():
+    """WorkerConfig (the grading process's config file): what to_json writes, from_json reads back the same;
+    a key it does not know, or one of its fields missing (a writer and a reader out of step), is a ValueError."""
+    import json
+
+    from grader.check.worker_config import WorkerConfig
+
+    cfg = WorkerConfig(exercise="day01.scale_add", module_dir="/m", module_name="m", seeds=[["0", 0]],
+                       deps={"day01.scale_add": ["/d", "n"]}, max_case_bytes=1 << 20, part="no launches")
+    assert WorkerConfig.from_json(cfg.to_json()) == cfg
+    written = json.loads(cfg.to_json())
+    for wrong in ({**written, "seed": 1}, {k: v for k, v in written.items() if k != "part"}):
+        with pytest.raises(ValueError, match="unknown keys: seed|missing keys: part"):
+            WorkerConfig.from_json(json.dumps(wrong))
+    with pytest.raises(ValueError, match="JSON object"):
+        WorkerConfig.from_json("[]")
