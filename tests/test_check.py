@@ -605,10 +605,10 @@ def test_a_worker_config_is_read_back_with_exactly_its_keys():
     a key it does not know, or one of its fields missing (a writer and a reader out of step), is a ValueError."""
     import json
 
-    from grader.check.worker_config import WorkerConfig
+    from grader.check.worker_config import BuiltModule, Seed, WorkerConfig
 
-    cfg = WorkerConfig(exercise="day01.scale_add", module_dir="/m", module_name="m", seeds=[["0", 0]],
-                       deps={"day01.scale_add": ["/d", "n"]}, max_case_bytes=1 << 20, part="no launches")
+    cfg = WorkerConfig(exercise="day01.scale_add", module_dir="/m", module_name="m", seeds=[Seed("0", 0)],
+                       deps={"day01.scale_add": BuiltModule("/d", "n")}, max_case_bytes=1 << 20, part="no launches")
     assert WorkerConfig.from_json(cfg.to_json()) == cfg
     written = json.loads(cfg.to_json())
     for wrong in ({**written, "seed": 1}, {k: v for k, v in written.items() if k != "part"}):

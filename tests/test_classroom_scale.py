@@ -342,7 +342,8 @@ def _lane_grading(tmp_path, monkeypatch, beside):
 
     monkeypatch.setattr(grade, "run", fake_run)
     monkeypatch.setattr(grade, "slot_gate", lambda: str(gate))
-    item = ("s", EXERCISE, Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu")), RunOptions(), "path", "display")
+    item = grade.GradingItem("s", EXERCISE, Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu")), RunOptions(),
+                             "path", "display")
     return grade, item, gate, calls
 
 
@@ -357,7 +358,7 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
     grade, item, gate, calls = _lane_grading(tmp_path, monkeypatch, beside)
     later = grade.grade_one(item, None)
     assert isinstance(later, slots.Later) and calls == [(str(gate), False)]
-    assert later.item[2].result.items == []  # the prepared submission as it was before the run
+    assert later.item.prepared.result.items == [] and later.item.alone  # the submission as it was before the run
     record = grade.grade_one(later.item, None)  # its turn comes after every other submission
     assert calls == [(str(gate), False), (None, True)]
     assert [i["detail"] for i in record["items"]] == ["alone"] and record["verdict"] == "pass"
@@ -593,7 +594,8 @@ def test_a_preparation_process_prepares_its_first_submission_at_normal_priority_
     code = ("import json, os\nfrom grader.classroom import grade\nseen = []\n"
             "grade.prepare = lambda ex, path, display=None: seen.append(os.nice(0))\n"
             "grade._preparation_process()\n"
-            f"for _ in range(3):\n    grade._prepare_job(('day02.silu_and_mul', {str(tmp_path)!r}, 'x'))\n"
+            "for _ in range(3):\n"
+            f"    grade._prepare_job(grade.PrepareJob('day02.silu_and_mul', {str(tmp_path)!r}, 'x'))\n"
             "print(json.dumps({'seen': seen, 'omp': os.environ.get('OMP_NUM_THREADS')}))\n")
     env = dict(toolchain.subprocess_env())
     env.pop("OMP_NUM_THREADS", None)
@@ -688,9 +690,9 @@ def test_a_preparation_that_fails_for_the_graders_own_reasons_is_tried_once_more
             "        raise OSError(14, 'Bad address')\n"
             "    return 'prepared'\n"
             "grade.prepare = flaky\n"
-            f"got = grade._prepare_job(('day02.silu_and_mul', {str(tmp_path)!r}, 'once'))\n"
+            f"got = grade._prepare_job(grade.PrepareJob('day02.silu_and_mul', {str(tmp_path)!r}, 'once'))\n"
             "try:\n"
-            f"    grade._prepare_job(('day02.silu_and_mul', {str(tmp_path)!r}, 'never'))\n"
+            f"    grade._prepare_job(grade.PrepareJob('day02.silu_and_mul', {str(tmp_path)!r}, 'never'))\n"
             "    raised = None\n"
             "except OSError as e:\n"
             "    raised = str(e)\n"

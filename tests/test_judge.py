@@ -39,7 +39,7 @@ def _hand_over_right(ex, folder, skip=(), wrong=()):
 
 
 def _runs(ex):
-    return [[i, label, seed] for i, _ in judge.untimed_cases(ex) for label, seed in SEEDS]
+    return [judge.JudgeRun(i, label, seed) for i, _ in judge.untimed_cases(ex) for label, seed in SEEDS]
 
 
 def test_right_outputs_pass_and_the_timed_case_is_not_judged(tmp_path):
@@ -60,7 +60,7 @@ def test_wrong_or_missing_outputs_fail_with_the_case_and_seed(tmp_path):
 
 def test_what_is_not_a_file_of_named_tensors_is_refused_unread(tmp_path):
     ex = _exercise()
-    run = [[0, "1", 11]]
+    run = [judge.JudgeRun(0, "1", 11)]
     target = judge.handover_file(tmp_path, 0, "1")
     os.symlink("/dev/zero", target)
     assert "not a plain file" in judge.judge_all(ex, run, tmp_path, device="cpu")["problems"][0]

@@ -24,6 +24,7 @@ import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import toolchain
 from .gate import GpuGate
@@ -34,10 +35,29 @@ MAX_FILE_BYTES = 2 << 30  # a handed-over file larger than this is refused unrea
 NAME = "outputs judged apart"  # the check's row
 
 
-def untimed_cases(ex, max_case_bytes: int | None = None) -> list:
-    """(index in ex.cases, case) of the cases a grading process runs for correctness: every untimed one,
-    only those up to `max_case_bytes` where it is given (the small cases, under compute-sanitizer)."""
-    return [(i, c) for i, c in enumerate(ex.cases)
+class UntimedCase(NamedTuple):
+    index: int  # in ex.cases (what a handed-over file and a judged run name it by)
+    case: object  # spec.Case
+
+
+class HandedRun(NamedTuple):
+    """Where the worker hands one run's outputs over: the handover folder, the case and the seed's label."""
+    folder: str
+    case_index: int
+    seed_label: str
+
+
+class JudgeRun(NamedTuple):
+    """One run the judge judges (its config file holds each as a JSON array)."""
+    case_index: int
+    seed_label: str
+    seed: int
+
+
+def untimed_cases(ex, max_case_bytes: int | None = None) -> list[UntimedCase]:
+    """The cases a grading process runs for correctness: every untimed one, only those up to
+    `max_case_bytes` where it is given (the small cases, under compute-sanitizer)."""
+    return [UntimedCase(i, c) for i, c in enumerate(ex.cases)
             if not c.perf and not (max_case_bytes and ex.case_bytes(c.params) > max_case_bytes)]
 
 
@@ -97,23 +117,24 @@ def judge_run(ex, case, seed: int, handed: dict, device: str = "cuda") -> tuple[
     return (False, " | ".join(problems)) if problems else (True, "; ".join(notes))
 
 
-def judge_all(ex, runs: list, folder: str | Path, device: str = "cuda") -> dict:
-    """Every (case index, seed label, seed) in `runs` judged from its file in `folder`: {"judged": n,
-    "problems": [...]} (the first problem of each case, in case order)."""
+def judge_all(ex, runs: list[JudgeRun], folder: str | Path, device: str = "cuda") -> dict:
+    """Every run in `runs` judged from its file in `folder`: {"judged": n, "problems": [...]} (the first
+    problem of each case, in case order)."""
     problems, judged = [], 0
     failed_cases = set()
-    for index, label, seed in runs:
-        if index in failed_cases:
+    for run in runs:
+        if run.case_index in failed_cases:
             continue
-        case = ex.cases[index]
+        case = ex.cases[run.case_index]
         try:
-            ok, msg = judge_run(ex, case, seed, load_handed(handover_file(folder, index, label), device), device)
+            handed = load_handed(handover_file(folder, run.case_index, run.seed_label), device)
+            ok, msg = judge_run(ex, case, run.seed, handed, device)
         except ValueError as e:
             ok, msg = False, str(e)
         judged += 1
         if not ok:
-            failed_cases.add(index)
-            problems.append(f"{case.label}, seed {label}: {msg}")
+            failed_cases.add(run.case_index)
+            problems.append(f"{case.label}, seed {run.seed_label}: {msg}")
     return {"judged": judged, "problems": problems}
 
 
@@ -124,8 +145,8 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
     cannot pause holds it). Its rows: pass, or the first problem of each untimed case; a row per timed
     case (timed_apart.judge_case)."""
     failed = {i.name for i in result.items if i.group == "correctness" and i.status == "fail"}
-    runs = [[index, label, seed] for index, case in untimed_cases(ex, worker_config.max_case_bytes)
-            if case.label not in failed for label, seed in worker_config.seeds]
+    runs = [JudgeRun(u.index, s.label, s.value) for u in untimed_cases(ex, worker_config.max_case_bytes)
+            if u.case.label not in failed for s in worker_config.seeds]
     if not runs and timed is None:
         return
     t0 = time.perf_counter()
@@ -161,7 +182,7 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
     elif got["problems"]:
         result.add("correctness", NAME, "fail", "; ".join(got["problems"])[:2000])
     else:
-        cases = len({index for index, _, _ in runs})
+        cases = len({run.case_index for run in runs})
         result.add("correctness", NAME, "pass",
                    f"{cases} cases x {len(worker_config.seeds)} seeds: the outputs your code handed over "
                    f"match the reference computed in a process your code never ran in")
@@ -172,7 +193,7 @@ def main(config_path: str) -> int:
     from .. import exercises
 
     ex = exercises.get(cfg["exercise"])
-    verdict = judge_all(ex, cfg["runs"], cfg["folder"])
+    verdict = judge_all(ex, [JudgeRun(*run) for run in cfg["runs"]], cfg["folder"])
     if cfg.get("timed") is not None:
         from .timed_apart import judge_case
 

@@ -25,7 +25,7 @@ from .gate import GpuGate
 from .result import UNTOUCHED_STUB, Result
 from .static import link_checks, python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker, sanitize_max_bytes
-from .worker_config import WorkerConfig
+from .worker_config import BuiltModule, Seed, WorkerConfig
 
 
 def secret_seed_from_env() -> int | None:
@@ -242,7 +242,7 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
     """The learner files of the exercises a Python module builds on: the solutions when the module is
     the exercise's solution (or with COURSE_USE_SOLUTIONS=1), else the learner's own kernels/ files.
     Each passes its source checks; on a GPU it is built (not loaded) and its objects link-checked.
-    Returns {exercise id: [build folder, module name]} ({} without a GPU), or None on a failure."""
+    Returns {exercise id: its build} ({} without a GPU), or None on a failure."""
     solutions = True if Path(path).resolve() == ex.solution_path.resolve() else None
     built = {}
     for dep_id in ex.depends_on:
@@ -268,7 +268,7 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
             except _build.BuildError as e:
                 result.add("build", label, "fail", e.summary())
                 return None
-            built[dep_id] = [str(b.directory), b.name]
+            built[dep_id] = BuiltModule(str(b.directory), b.name)
         result.add("source", label, "pass", "its source checks pass" + ("; built" if dep_id in built else ""))
     return built
 
@@ -363,11 +363,11 @@ def first_run_phase(prep) -> str:
     return f"first run beside other gradings (stopped: {why})"
 
 
-def seed_list(seeds: int, secret_seed: int | None) -> list:
-    out = [[str(s), s] for s in range(seeds)]
+def seed_list(seeds: int, secret_seed: int | None) -> list[Seed]:
+    out = [Seed(str(s), s) for s in range(seeds)]
     secret = secret_seed if secret_seed is not None else secret_seed_from_env()
     if secret is not None:
-        out.append(["secret", secret])
+        out.append(Seed("secret", secret))
     return out
 
 

@@ -21,7 +21,7 @@ from ..spec import Exercise
 from . import judge, sandbox, timed_apart
 from .gate import GpuGate, Supervised, _write, calling_for
 from .result import Result
-from .worker_config import WorkerConfig
+from .worker_config import BuiltModule, Seed, WorkerConfig
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
 
@@ -29,7 +29,7 @@ OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its fa
 @dataclass
 class RunOptions:
     """How the grading subprocess runs: seeds, timing, limits and where its code comes from."""
-    seeds: list = field(default_factory=lambda: [[str(s), s] for s in range(config.PUBLIC_SEEDS)])
+    seeds: list[Seed] = field(default_factory=lambda: [Seed(str(s), s) for s in range(config.PUBLIC_SEEDS)])
     perf: bool = True
     timeout: float | None = None
     memory_limit_gb: float | None = None    # host memory (RSS) of the grading process
@@ -68,7 +68,7 @@ class Prepared:
     kernels: list = field(default_factory=list)
     shared_access_bytes: tuple = (4, 4)  # widest shared load and store per thread (from the SASS)
     uses_shared_memory: bool = False     # the SASS has shared loads, stores or block barriers
-    deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
+    deps: dict[str, BuiltModule] = field(default_factory=dict)  # Python-module exercises: the kernels they use
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
     timed_out: bool = False              # a grading process of it was stopped at its time limit
     stuck: bool = False                  # ... there, one call of its code past the run limit (a hang)
@@ -346,9 +346,9 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
                   and not prep.cpu_only and not opts.sanitize and part != "launches" else None)
         worker_config = WorkerConfig(
             exercise=ex.id, module_dir=module_dir, module_name=prep.module_name, kernels=prep.kernels,
-            seeds=opts.seeds, perf=opts.perf, results=str(results), calibrated=opts.calibrated, deps=prep.deps,
-            cpu_only=prep.cpu_only, max_case_bytes=sanitize_max_bytes(opts), part=part, gate=bool(opts.gate),
-            case_memory_kept=opts.case_memory_kept,
+            seeds=[Seed(*s) for s in opts.seeds], perf=opts.perf, results=str(results), calibrated=opts.calibrated,
+            deps=prep.deps, cpu_only=prep.cpu_only, max_case_bytes=sanitize_max_bytes(opts), part=part,
+            gate=bool(opts.gate), case_memory_kept=opts.case_memory_kept,
             # a Python module's outputs, judged after it in a process of their own (judge.py)
             handover=(str(Path(tmp) / judge.HANDOVER) if ex.learner_file == "python" and not prep.cpu_only
                       and not opts.sanitize and part != "launches" else None),
@@ -368,7 +368,8 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
             if not warm:  # (a warm process was isolated when it started)
                 prefix = _sanitizer_prefix(opts.sanitize) if opts.sanitize else []
                 argv, env = isolate([*prefix, sys.executable, "-m", "grader.check.worker", str(cfg)], env, tmp,
-                                    readable=[prep.module_dir, opts.runtime_root, *(d for d, _ in prep.deps.values())],
+                                    readable=[prep.module_dir, opts.runtime_root,
+                                              *(m.folder for m in prep.deps.values())],
                                     hide=opts.hide)
             started = time.time()  # wall clock: the worker's "ready" event says when it was, from its side
             cfg.with_suffix(".part").replace(cfg)  # whole: a waiting worker starts the moment it appears

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import config
 from .gate import WorkerGate, _write
-from .judge import untimed_cases
+from .judge import HandedRun, untimed_cases
 from .ptx import spin
 from .worker_config import WorkerConfig
 
@@ -71,7 +71,7 @@ def load_submission(ex, cfg: WorkerConfig):
         if not ex.depends_on:
             return module
         # The kernels it builds on, built by the parent: {exercise id: extension module}
-        kernels = {dep: build.load_built(d, name) for dep, (d, name) in cfg.deps.items()}
+        kernels = {dep: build.load_built(m.folder, m.name) for dep, m in cfg.deps.items()}
         return SimpleNamespace(module=module, kernels=kernels)
 
     return build.load_built(cfg.module_dir, cfg.module_name)
@@ -79,8 +79,8 @@ def load_submission(ex, cfg: WorkerConfig):
 
 def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
     """One correctness run (after `poison`ing shared memory where the exercise asks: not before a
-    timing). Returns (ok, message, outputs, inputs, expected, before). `handover`: (folder, case index,
-    seed label) where the outputs go for the separate judge (judge.py), right after the call."""
+    timing). Returns (ok, message, outputs, inputs, expected, before). `handover`: a judge.HandedRun,
+    where the outputs go for the separate judge (judge.py), right after the call."""
     import torch
 
     p = case.params
@@ -93,7 +93,8 @@ def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
     if handover is not None:
         from .judge import hand_over
 
-        hand_over(*handover, {name: outputs[name] for name in expected})
+        hand_over(handover.folder, handover.case_index, handover.seed_label,
+                  {name: outputs[name] for name in expected})
     ok, msg = _judge(ex, p, inputs, before, outputs, expected)
     if ok and ex.repeatable:
         ok, msg = _repeatable(ex, mod, p, inputs, before, outputs, msg, poison)
@@ -715,7 +716,7 @@ def main(cfg: WorkerConfig) -> int:
         gate.slowest_call = 0.0  # this case's slowest call, against the limit on one (config.RUN_LIMIT_S)
         for label, seed in seeds:
             try:
-                ok, msg = _case_run(ex, mod, case, seed, gate, handover and (handover, index, label))
+                ok, msg = _case_run(ex, mod, case, seed, gate, handover and HandedRun(handover, index, label))
             except Exception as e:
                 ok, msg = False, _short_error(e)
                 if not _cuda_alive():
@@ -734,7 +735,7 @@ def main(cfg: WorkerConfig) -> int:
         phase(f"{_count(len(untimed), 'case')} x {_count(len(seeds), 'seed')}")
     if untimed and not small:
         with gate.busy():
-            alive = stream_case(ex, mod, [c for _, c in untimed], seeds[0][1], emit)
+            alive = stream_case(ex, mod, [u.case for u in untimed], seeds[0].value, emit)
         if not alive:
             return 1
         phase("side stream")

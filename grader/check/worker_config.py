@@ -5,6 +5,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
+
+
+class Seed(NamedTuple):
+    """One seed every untimed case runs with: its label in the results ("0", "secret") and its value."""
+    label: str
+    value: int
+
+
+class BuiltModule(NamedTuple):
+    """A built extension: the folder it is in and its module name (build.load_built)."""
+    folder: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -15,11 +28,11 @@ class WorkerConfig:
     module_dir: str | None = None            # the built module's folder (as the grading process sees it)
     module_name: str | None = None           # the built module's name (a Python-module exercise: its file's stem)
     kernels: list[str] = field(default_factory=list)  # the module's own CUDA kernels ("kernels launched")
-    seeds: list = field(default_factory=list)  # [label, seed] of each seed every untimed case runs with
+    seeds: list[Seed] = field(default_factory=list)  # each untimed case runs with each
     perf: bool = True                        # time the performance cases
     results: str | None = None               # the file it appends a JSON line to per result (None: call_once)
     calibrated: dict | None = None           # class grading: each timed case's graded baseline (worker.calibrate)
-    deps: dict = field(default_factory=dict)  # Python-module exercises: {exercise id: [build folder, name]}
+    deps: dict[str, BuiltModule] = field(default_factory=dict)  # Python-module exercises: the kernels they use
     cpu_only: bool = False                   # no GPU: only a Python module's module_checks
     max_case_bytes: int | None = None        # under compute-sanitizer: only the untimed cases up to this size
     part: str = "all"                        # "all", "no launches" or "launches" (supervise.run_worker)
@@ -28,7 +41,7 @@ class WorkerConfig:
     handover: str | None = None              # the folder a Python module's outputs go to, for the judge (judge.py)
     timed_apart: bool = False                # a Python module's timed steps, timed by the check (timed_apart.py)
 
-    def to_json(self) -> str:
+    def to_json(self) -> str:  # (a Seed or BuiltModule as a JSON array)
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
 
     @classmethod
@@ -44,6 +57,8 @@ class WorkerConfig:
             raise ValueError("a worker config with " + "; ".join(
                 what + ", ".join(keys) for what, keys in (("unknown keys: ", unknown), ("missing keys: ", missing))
                 if keys))
+        data["seeds"] = [Seed(*s) for s in data["seeds"]]
+        data["deps"] = {k: BuiltModule(*v) for k, v in data["deps"].items()}
         return cls(**data)
 
     @classmethod

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import config, toolchain
 from .. import exercises as _exercises
@@ -56,18 +57,35 @@ from .slots import Later, resolve_gpus, run_on_slots, slot_gate
 from .submissions import discover, locate
 
 
-def _prepare_job(args):
-    ex_id, path, display = args
-    ex = _exercises.get(ex_id)
+class PrepareJob(NamedTuple):
+    """One submission to prepare, in a preparation process (_prepare_job)."""
+    exercise: str       # the exercise's id
+    path: str | None    # the submitted file; None where there is none (its row is added by the run)
+    display: str        # how the results name the file (STUDENT/DAY/FILE)
+
+
+class GradingItem(NamedTuple):
+    """One prepared submission to grade, handed to a slot process (slots.run_on_slots) or a Ray task."""
+    student: str
+    exercise: str       # the exercise's id
+    prepared: Prepared
+    opts: RunOptions
+    path: str | None = None     # the submitted file (a Ray task builds it where the driver could not)
+    display: str | None = None  # how the results name the file
+    alone: bool = False         # graded once more with the GPU to itself (grade_one)
+
+
+def _prepare_job(job: PrepareJob):
+    ex = _exercises.get(job.exercise)
     try:
-        if path is None:
-            return Prepared(Result(ex_id, display, toolchain.mode()))
+        if job.path is None:
+            return Prepared(Result(job.exercise, job.display, toolchain.mode()))
         try:
-            return prepare(ex, Path(path), display=display)
+            return prepare(ex, Path(job.path), display=job.display)
         except Exception:  # the grader's own trouble, not the submission's (prepare makes rows of those): once more
             # (an exec of nvcc can fail on a fresh host: EFAULT, reports/class-benchmark-84-lanes4-1gpu-e3af72f-nvcc-efault.log)
             time.sleep(1)
-            return prepare(ex, Path(path), display=display)
+            return prepare(ex, Path(job.path), display=job.display)
     finally:
         _below_the_gradings()
 
@@ -297,16 +315,16 @@ def _discard_next() -> None:
     _NEXT = {}
 
 
-def grade_one(item, calibration: dict | None) -> dict:
+def grade_one(item: GradingItem, calibration: dict | None) -> dict:
     """One (student, exercise) graded where this runs (a slot process pinned to its GPU, or a Ray
     task holding one): the prepared submission run in its isolated process with this GPU's
     baseline figures. The record written to OUT/results/STUDENT/EXERCISE.json."""
-    student, ex_id, prep, opts = item[:4]
-    ex = _exercises.get(ex_id)
+    student, prep = item.student, item.prepared
+    ex = _exercises.get(item.exercise)
     t1, started = time.perf_counter(), time.time()
-    opts = replace(opts, calibrated=(calibration or {}).get(ex_id))
+    opts = replace(item.opts, calibrated=(calibration or {}).get(item.exercise))
     gate = slot_gate()
-    alone = bool(gate) and item[6:] == (ALONE,)  # graded once more, with the GPU to itself: only this run counts
+    alone = bool(gate) and item.alone  # graded once more, with the GPU to itself: only this run counts
     untouched = copy.deepcopy(prep) if gate and not alone else None
     warm, sanitizers = _warm_processes(ex, prep, opts)  # (the alone run's window is shorter by their start)
     try:
@@ -333,11 +351,8 @@ def grade_one(item, calibration: dict | None) -> dict:
         # only for their kernels' microseconds, so that call hangs on its own (and a hang's second, lone
         # run costs its GPU another whole run limit).
         untouched.result.add_time(first_run_phase(prep), time.perf_counter() - t1)
-        return Later((*item[:2], untouched, *item[3:6], ALONE))
+        return Later(item._replace(prepared=untouched, alone=True))
     return record_of(student, ex, prep.result, time.perf_counter() - t1, graded_on(started))
-
-
-ALONE = "alone"  # an item's mark: grade it with the GPU to itself (grade_one)
 
 
 def graded_on(started: float | None = None) -> dict:
@@ -569,7 +584,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
 
         def submit(job):
             student, ex, p, d = job
-            fut = pool.submit(_prepare_job, (ex.id, str(p) if p else None, d))
+            fut = pool.submit(_prepare_job, PrepareJob(ex.id, str(p) if p else None, d))
             fut.add_done_callback(finished)
             return fut
 
@@ -589,7 +604,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
                 elif prep.module_dir is None and prep.result.failures:
                     done(student, ex, record_of(student, ex, prep.result, 0.0))
                 else:
-                    yield (student, ex.id, prep, opts, str(path), display)
+                    yield GradingItem(student, ex.id, prep, opts, str(path), display)
             echo(f"prepared (static checks, SASS, builds) in {prepared_at['s']:.0f} s with {jobs} processes")
 
         return items()
@@ -673,12 +688,11 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
                 echo(f"{ex.target.baseline.label}, measured once for this run on GPU {device}: {ex_id} {label}: "
                      f"{measured['value']:.1f} {ex.target.unit}")
 
-    def on_done(item, record, device, seconds, error):
-        student, ex_id = item[0], item[1]
+    def on_done(item: GradingItem, record, device, seconds, error):
         if record is None:
-            errors.append(f"{student} {ex_id}: {error}")
+            errors.append(f"{item.student} {item.exercise}: {error}")
             return
-        done(student, ex_by_id[ex_id], record, f"[GPU {device}] " if len(devices) > 1 else "")
+        done(item.student, ex_by_id[item.exercise], record, f"[GPU {device}] " if len(devices) > 1 else "")
 
     setup = functools.partial(calibrate_all, runtime, [e.id for e in exs]) if gpu else None
     # (the warm processes' start overlaps the calibration; a run of Python exercises alone needs none)

@@ -114,7 +114,7 @@ def ray_grade(payload: dict) -> dict:
     """One grading, in a Ray task holding one GPU (Ray has set CUDA_VISIBLE_DEVICES to it)."""
     from .. import exercises
     from ..check import prepare, sandbox
-    from .grade import _calibrate, grade_one, graded_on
+    from .grade import GradingItem, _calibrate, grade_one, graded_on
 
     t0 = time.perf_counter()
     node = _node_dir(payload["run_id"])
@@ -142,7 +142,7 @@ def ray_grade(payload: dict) -> dict:
     opts = replace(payload["opts"], runtime_root=runtime, hide=(*payload["opts"].hide, str(node)))
     setup_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    record = grade_one((payload["student"], ex_id, prep, opts), calibration)
+    record = grade_one(GradingItem(payload["student"], ex_id, prep, opts), calibration)
     return {"record": record, "where": graded_on(), "calibration": calibration.get(ex_id),
             "sandbox": sandbox.available(), "seconds": time.perf_counter() - t1, "setup_s": setup_s}
 
@@ -301,9 +301,8 @@ class RaySession:
                                                                "compile-only stages)"))
 
     def grade(self, items: list, runtime_exercises: list[str], on_done, run_info: dict, save_run) -> dict:
-        """Grade `items` ((student, exercise, prepared, options, path, display) from grade_class) as
-        Ray tasks of one GPU each, calling `on_done(student, exercise, record, where)` here as each
-        comes back. Returns {"per_gpu": {host/GPU: {"graded", "busy_s", "setup_s"}}, "errors": [...]}."""
+        """Grade `items` (grade.GradingItem, from grade_class) as Ray tasks of one GPU each, calling
+        `on_done(student, exercise, record, where)` here as each comes back. Returns {"per_gpu": {host/GPU: {"graded", "busy_s", "setup_s"}}, "errors": [...]}."""
         import ray
 
         from .. import exercises
@@ -362,7 +361,7 @@ def _run_tasks(ray, items, ex_by_id, on_done, echo, run_info, save_run, max_retr
 def _run_tasks_of(ray, run_id, items, ex_by_id, on_done, echo, run_info, save_run, max_retries, task) -> dict:
     remote = ray.remote(task).options(num_gpus=1, max_retries=max_retries, retry_exceptions=True)
     built_here = toolchain.has_gpu()
-    rebuilt = sum(1 for it in items if not it[2].module_dir and not it[2].result.failures and it[4])
+    rebuilt = sum(1 for it in items if not it.prepared.module_dir and not it.prepared.result.failures and it.path)
     # A window of tasks in flight (a few per GPU of the cluster), not all of them: each carries its
     # extension's bytes, which Ray keeps in the object store until the task is done.
     window = max(4, IN_FLIGHT_PER_GPU * int(ray.cluster_resources().get("GPU", 1)))
@@ -371,12 +370,14 @@ def _run_tasks_of(ray, run_id, items, ex_by_id, on_done, echo, run_info, save_ru
 
     def submit():
         while queue and len(pending) < window:
-            student, ex_id, prep, opts, path, display = queue.pop(0)
-            payload = {"run_id": run_id, "student": student, "exercise": ex_id, "display": display,
-                       "prepared": prep, "opts": opts, "module": _module_payload(prep), "source": None}
-            if not prep.module_dir and not prep.result.failures and path:
-                payload["source"] = Path(path).read_text(encoding="utf-8")  # it passed its checks here: build there
-            pending[remote.remote(payload)] = (student, ex_id)
+            item = queue.pop(0)
+            prep = item.prepared
+            payload = {"run_id": run_id, "student": item.student, "exercise": item.exercise, "display": item.display,
+                       "prepared": prep, "opts": item.opts, "module": _module_payload(prep), "source": None}
+            if not prep.module_dir and not prep.result.failures and item.path:
+                # it passed its checks here: built there
+                payload["source"] = Path(item.path).read_text(encoding="utf-8")
+            pending[remote.remote(payload)] = (item.student, item.exercise)
 
     echo(f"ray: {len(items)} grading tasks of one GPU each, up to {window} in flight"
          + (f"; {rebuilt} to be built on their workers (this host has no GPU to build for)"
