@@ -7,8 +7,11 @@ stage of its grading (from its results file: starting, waiting for its submissio
 so that a wait in the GPU driver's lock shows where in a grading it falls. It ends when the file STOP
 exists, then writes OUT.json and prints a table.
 
-    python -m grader.maintain.cpumon OUT.json STOP &
+    python -m grader.maintain.cpumon reports/raw/cpumon.json STOP &
     python -m grader verify --class-benchmark 84 --gpus 2 ...; touch STOP
+
+The record is a raw run output (git ignores reports/raw/). Where a finding rests on it, commit the
+table it prints, as the class benchmarks' tables are (reports/README.md), and cite that.
 
 A process's time counts from its start if it started after the monitor, else from when it was first
 seen; what it used in its last 0.2 s, and processes shorter than that, are missed (the "accounted"
@@ -230,6 +233,7 @@ if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     result = watch(sys.argv[2])
+    os.makedirs(os.path.dirname(sys.argv[1]) or ".", exist_ok=True)
     with open(sys.argv[1], "w") as f:
         json.dump(result, f, indent=1)
     print(table(result))
