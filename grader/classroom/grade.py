@@ -166,12 +166,12 @@ def _runtime_copy(work: Path) -> str:
     return str(rt)
 
 
-def _calibrate(runtime: str, exercise_ids: list[str], device: str | None = None) -> dict[str, dict | None]:
+def measure_baselines(runtime: str, exercise_ids: list[str], device: str | None = None) -> dict[str, dict | None]:
     """Each exercise's timed cases' graded baselines (the copy's GB/s, cuBLAS's TFLOP/s, ...), measured
-    once for the run on each GPU, in one process of its own (pinned to `device`, else the GPU its caller
-    is pinned to; Python, torch and the CUDA context start once for all the exercises): {exercise id:
-    worker.calibrate's {case label: {"value", "clocks"}}, or None where that exercise's could not be
-    measured}."""
+    once for the run on each GPU (a slot's setup, calibrate_all; a Ray node's, ray_backend), in one process
+    of its own (pinned to `device`, else the GPU its caller is pinned to; Python, torch and the CUDA context
+    start once for all the exercises): {exercise id: worker.calibrate's {case label: {"value", "clocks"}},
+    or None where that exercise's could not be measured}."""
     import subprocess
     import sys
 
@@ -198,7 +198,7 @@ def calibrate_all(runtime: str, exercise_ids: list[str], device: str | None = No
     the slot's process, both of which come first (it would wait seconds for the sandbox's check)."""
     if not toolchain.has_gpu():
         return {}
-    return _calibrate(runtime, exercise_ids, device)
+    return measure_baselines(runtime, exercise_ids, device)
 
 
 # This lane's grading process for its next submission, started while it grades the one before: Python,

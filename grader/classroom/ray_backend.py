@@ -114,7 +114,7 @@ def ray_grade(payload: dict) -> dict:
     """One grading, in a Ray task holding one GPU (Ray has set CUDA_VISIBLE_DEVICES to it)."""
     from .. import exercises
     from ..check import prepare, sandbox
-    from .grade import GradingItem, _calibrate, grade_one, graded_on
+    from .grade import GradingItem, grade_one, graded_on, measure_baselines
 
     t0 = time.perf_counter()
     node = _node_dir(payload["run_id"])
@@ -138,7 +138,7 @@ def ray_grade(payload: dict) -> dict:
     if has_gpu and prep.module_dir:
         key = "".join(c if c.isalnum() else "-" for c in gpu)
         calibration = {ex_id: _cached_json(node / f"calibration-gpu{key}-{ex_id}.json",
-                                           lambda: _calibrate(runtime, [ex_id])[ex_id])}
+                                           lambda: measure_baselines(runtime, [ex_id])[ex_id])}
     opts = replace(payload["opts"], runtime_root=runtime, hide=(*payload["opts"].hide, str(node)))
     setup_s = time.perf_counter() - t0
     t1 = time.perf_counter()
