@@ -108,3 +108,16 @@ PREPARE_NICE = 10
 # How often processes started ahead of a grading (supervise.WarmWorker) are checked against the host-memory
 # limit while they wait (nothing supervises them then).
 WAITING_WATCH_S = 1.0
+
+# The GPU architectures the course is built and checked for (compute capability -> the GPUs learners
+# have). CI compiles every kernel, solution and stub for each, with each exercise's SASS and spill
+# checks; only Hopper (9.0) runs them here. An exercise runs from its spec's min_arch on (Days 1-6
+# from Turing, 7.5; later days need Ampere's cp.async and bf16 mma, 8.0).
+ARCHS = {
+    "7.5": "Turing: T4",
+    "8.0": "Ampere: A100",
+    "8.6": "Ampere: RTX 30xx, A10, A40",
+    "8.9": "Ada: RTX 40xx, L4, L40S",
+    "9.0": "Hopper: H100, H200",
+    "12.0": "Blackwell: RTX 50xx",
+}

@@ -226,6 +226,8 @@ class Exercise:
     source_deny: tuple[tuple[str, str], ...] = ()
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
+    # architectures whose compiler allocates more for the same code: {"12.0": 104}
+    max_registers_per_arch: dict[str, int] = field(default_factory=dict)
     # The fewest bytes a timed case moves: 4x the H200's 60 MB L2, so that no data read twice can
     # come from the cache. An exercise whose every byte is read once after the grader's L2 flush
     # may go lower, and says why.
@@ -239,6 +241,9 @@ class Exercise:
     # one call of the learner's code that takes longer is a hang (config.RUN_LIMIT_S); None: no such limit
     run_limit_s: float | None = config.RUN_LIMIT_S
     learner_file: str = "cu"                            # a key of LEARNER_FILES
+    # the lowest compute capability whose GPUs run it (config.ARCHS); on an older GPU it is compiled for
+    # this one, its SASS checked, and its runs skipped with the reason
+    min_arch: str = "8.0"
     # the arch-specific target the exercise is compiled for, whatever the GPU ('9.0a': Hopper's wgmma and
     # TMA); it runs only on a GPU of that compute capability, elsewhere its checks stop after the SASS
     arch_specific: str | None = None
@@ -330,22 +335,58 @@ class Exercise:
         itself, or for a template exercise its rendering (a Jinja2 error raises)."""
         from .build import Source
 
-        src = self.with_arch(Source.read(path))
-        return Source(f"{src.path} (rendered)", self.render(src.text)) if self.learner_file == "template" else src
+        src = Source.read(path)
+        if self.learner_file == "template":
+            src = Source(f"{src.path} (rendered)", self.render(src.text))
+        return self.with_arch(src)
 
-    def with_arch(self, src):
-        """`src` (a build.Source) to be compiled for this exercise's arch-specific target, if it has one."""
+    def with_arch(self, src, gpu_arch: str | None = None):
+        """`src` (a build.Source) to be compiled for what this exercise needs on a GPU of compute capability
+        `gpu_arch` (default: this machine's, toolchain.arch()): its arch-specific target if it has one,
+        else its min_arch where the GPU is older; unchanged (the GPU's own) otherwise."""
         from dataclasses import replace
 
-        return replace(src, arch=self.arch_specific) if self.arch_specific else src
+        target = self.compile_arch(gpu_arch or toolchain.arch())
+        return replace(src, arch=target) if target != (gpu_arch or toolchain.arch()) else src
+
+    def compile_arch(self, gpu_arch: str) -> str:
+        """The compute capability (or arch-specific target, '9.0a') the exercise is compiled for on a GPU of
+        compute capability `gpu_arch`."""
+        if self.arch_specific:
+            return self.arch_specific
+        return gpu_arch if arch_key(gpu_arch) >= arch_key(self.min_arch) else self.min_arch
 
     def runs_here(self, gpu_arch: str) -> bool:
         """Whether a GPU of compute capability `gpu_arch` ('9.0') runs this exercise's kernels."""
-        return not self.arch_specific or self.arch_specific.rstrip("a") == gpu_arch
+        if self.arch_specific:
+            return self.arch_specific.rstrip("a") == gpu_arch
+        return arch_key(gpu_arch) >= arch_key(self.min_arch)
+
+    def register_limit(self, arch: str) -> int:
+        """The register limit of a kernel compiled for `arch` ('12.0', or a report's 'sm_120')."""
+        if arch.startswith("sm_"):
+            digits = arch[3:].rstrip("a")
+            arch = f"{digits[:-1]}.{digits[-1]}"
+        return self.max_registers_per_arch.get(arch, self.max_registers)
+
+    def needs(self) -> str:
+        """What GPU the exercise runs on, in words: 'compute capability 9.0 (Hopper: H100, H200)' or
+        'compute capability 8.0 or newer (Ampere: A100 and later)'."""
+        if self.arch_specific:
+            arch = self.arch_specific.rstrip("a")
+            return f"compute capability {arch} ({config.ARCHS.get(arch, 'sm_' + arch.replace('.', ''))})"
+        first = config.ARCHS.get(self.min_arch, "").split(":")[0]
+        return f"compute capability {self.min_arch} or newer" + (f" ({first} and later)" if first else "")
 
     @property
     def perf_cases(self) -> list[Case]:
         return [c for c in self.cases if c.perf]
+
+
+def arch_key(arch: str) -> tuple[int, int]:
+    """'8.9' -> (8, 9), '12.0' -> (12, 0), '9.0a' -> (9, 0): compute capabilities in order."""
+    major, minor = arch.rstrip("a").split(".")
+    return int(major), int(minor)
 
 
 def torch_dtype(name: str):

@@ -73,7 +73,6 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         return prep
     if display:
         src = _build.Source(display, src.text)
-    src = ex.with_arch(src)
     if untouched_stub(src.text, path):  # said first; the checks still run (the GPU verification's stubs)
         result.add("source", UNTOUCHED_STUB, "fail",
                    f"{src.path} is the exercise's stub as `grader release` generated it: nothing is written in it "
@@ -85,6 +84,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         src = _render(ex, template, result)
         if src is None:
             return prep
+    src = ex.with_arch(src)  # an exercise's own target (sm_90a), or its oldest where this GPU is older
     t_checks = time.perf_counter()
     if not static_checks(ex, src, result):
         return prep
@@ -113,8 +113,8 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
         return prep
     if not ex.runs_here(toolchain.arch()):
-        why = (f"skipped: compiled for sm_{ex.arch_specific.replace('.', '')}, which runs only on a GPU of compute "
-               f"capability {ex.arch_specific.rstrip('a')} (Hopper: H100, H200); this one is {toolchain.arch()}")
+        why = (f"skipped: this exercise runs on a GPU of {ex.needs()}; this one is {toolchain.arch()}, so it was "
+               f"compiled for sm_{ex.compile_arch(toolchain.arch()).replace('.', '')} and its SASS checked only")
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", why)
         return prep

@@ -157,9 +157,10 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
     worst = max(report.kernels, key=lambda k: k.registers)
     spills = [k for k in report.kernels if k.local_memory]
     printing = [k for k in report.kernels if k.printf_frame_only]
-    regs_ok = worst.registers <= ex.max_registers
-    detail = (f"{worst.registers} registers in {worst.name} (limit {ex.max_registers})" if regs_ok else
-              f"{worst.registers} registers in {worst.name}, over the limit of {ex.max_registers}: keep fewer values "
+    limit = ex.register_limit(report.arch)
+    regs_ok = worst.registers <= limit
+    detail = (f"{worst.registers} registers in {worst.name} (limit {limit})" if regs_ok else
+              f"{worst.registers} registers in {worst.name}, over the limit of {limit}: keep fewer values "
               "live at once (fewer elements per thread, smaller unrolled arrays)")
     if spills:
         detail = ("local memory used (stack/spills) in " + ", ".join(

@@ -87,6 +87,7 @@ def _baseline(p, inputs, outputs):
 EXERCISES = [
     Exercise(
         id="day01.scale_add",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="Scale-add for every size",
         summary="Write out[i] = alpha * x[i] + y[i] for fp32 arrays of any length n. The launcher "
                 "caps the grid at 8 blocks per SM, so use a grid-stride loop with 64-bit indices.",

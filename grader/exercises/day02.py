@@ -132,6 +132,7 @@ def _tolerance(p):
 EXERCISES = [
     Exercise(
         id="day02.silu_and_mul",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="SiLU-and-mul with 16-byte loads",
         summary="out[t, i] = silu(x[t, i]) * x[t, d + i] for fp16 and bf16, x of shape [tokens, 2d], computed "
                 "in fp32 (exp may be __expf) and rounded once. Move 16 bytes per load with course::vec_t and "

@@ -172,6 +172,7 @@ def _reduce_tolerance(p):
 EXERCISES = [
     Exercise(
         id="day03.gelu_tanh_and_mul",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="GELU-tanh-and-mul with tanh.approx and 16-byte loads",
         summary="out[t, i] = gelu_tanh(x[t, i]) * x[t, d + i] for fp16 and bf16, x of shape [tokens, 2d], "
                 "gelu_tanh(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))). Compute tanh with "
@@ -206,6 +207,7 @@ EXERCISES = [
     ),
     Exercise(
         id="day03.warp_reduce",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="Row sum and row max, one warp per row, through PTX butterfly shuffles",
         summary="row_sum[r] = sum(x[r, :]), row_max[r] = max(x[r, :]) for fp32 x of shape [rows, cols], any "
                 "cols >= 1. Combine the 32 lanes' partials with shfl.sync.bfly (course::shfl_xor or your "

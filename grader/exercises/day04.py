@@ -116,6 +116,7 @@ def _tolerance(p):
 EXERCISES = [
     Exercise(
         id="day04.transpose",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="Conflict-free matrix transpose",
         summary="out[c, r] = in[r, c] for fp32 and fp16, any shape, every bit pattern moved unchanged (NaN "
                 "payloads, inf, -0.0, subnormals). Go through a shared-memory tile so that reads and writes are "

@@ -205,6 +205,7 @@ def _tolerance(p):
 EXERCISES = [
     Exercise(
         id="day05.softmax",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="Row softmax, a warp or a block per row",
         summary="out[r, :] = softmax(x[r, :]) for fp32, fp16 and bf16 and any row length from 1 to 262144, "
                 "numerically safe (max subtracted), in fp32 rounded once. Rows of up to 16384 are read from "

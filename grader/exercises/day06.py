@@ -177,6 +177,7 @@ def _fused_baseline(p, inputs, outputs):
 EXERCISES = [
     Exercise(
         id="day06.rmsnorm",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="RMSNorm, the row read once",
         summary="out = x * rsqrt(mean(x^2) + eps) * weight per row, fp16 and bf16, in fp32 rounded once. "
                 "One block per row keeps the row in registers: 16-byte loads, a block reduction "
@@ -209,6 +210,7 @@ EXERCISES = [
     ),
     Exercise(
         id="day06.fused_add_rmsnorm",
+        min_arch="7.5",  # Days 1-6 need nothing newer than Turing
         title="Fused residual add + RMSNorm, in place",
         summary="residual = input + residual (rounded to fp16/bf16), then input = rmsnorm(residual) * weight of "
                 "that rounded residual, in fp32 rounded once, both in place, in one kernel that reads each row "

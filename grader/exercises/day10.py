@@ -222,6 +222,7 @@ EXERCISES = [
     ),
     Exercise(
         id="day10.fp8_quantize",
+        min_arch="8.9",  # cvt.rn.satfinite.e4m3x2.f32 is Ada's and Hopper's
         title="Dynamic per-token FP8 (e4m3) quantization",
         summary="q[m, :] = e4m3(x[m, :] / scales[m]) with scales[m] = max(max |x[m, :]| / 448, 1 / (448 * 512)): "
                 "fp16 or bf16 rows in, fp8 e4m3 bytes and fp32 scales out, any M and K; the saturating PTX "

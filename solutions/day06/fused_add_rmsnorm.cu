@@ -28,8 +28,16 @@ constexpr int FUSED_MAX_ITEMS = 8;
 // One block per row; the row stays in registers from the loads to the last store.
 // ITEMS: vectors per thread (1, 2, 4 or 8), chosen by the launcher from the row length.
 // vectorized: 16-byte loads and stores are possible (hidden % VEC == 0, aligned pointers).
+// Before sm_90, ptxas's default allocation holds ITEMS = 4 to 64 registers, and the row spills: one
+// block per SM asked for lets it take the ~90 the row needs there (sm_90 and newer take them unasked).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FUSED_LAUNCH_BOUNDS __launch_bounds__(FUSED_MAX_THREADS, 1)
+#else
+#define FUSED_LAUNCH_BOUNDS __launch_bounds__(FUSED_MAX_THREADS)
+#endif
+
 template <typename T, int ITEMS>
-__global__ void __launch_bounds__(FUSED_MAX_THREADS)
+__global__ void FUSED_LAUNCH_BOUNDS
     fused_add_rmsnorm_kernel(T* __restrict__ input, T* __restrict__ residual,
                              const T* __restrict__ weight, int hidden, float eps, bool vectorized) {
   constexpr int VEC = course::vec_size_16B<T>();  // 8 halves = 16 bytes
