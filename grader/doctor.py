@@ -6,6 +6,18 @@ import shutil
 from . import toolchain
 
 
+def runs_here(arch: str) -> str:
+    """Which exercises a GPU of compute capability `arch` runs, and which it only compiles and checks
+    (docs/support.md has the table for every GPU)."""
+    from . import exercises
+
+    not_run = [f"{ex.id} (needs {ex.needs()})" for ex in exercises.all_exercises().values() if not ex.runs_here(arch)]
+    if not not_run:
+        return "every exercise and notebook of the course"
+    return ("every exercise but these, which are compiled and checked but not run on this GPU: " + "; ".join(not_run)
+            + " (docs/support.md)")
+
+
 def doctor(echo=print) -> int:
     problems = []
 
@@ -52,6 +64,7 @@ def doctor(echo=print) -> int:
             echo(f"    {'driver':<22} {drv or 'unknown'}")
         except OSError:
             pass
+        echo(f"    {'runs here':<22} {runs_here(f'{p.major}.{p.minor}')}")
     else:
         echo(f"    {'GPU':<22} none")
     echo(f"    {'build cache':<22} {toolchain.cache_dir()}")

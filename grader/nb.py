@@ -14,10 +14,27 @@ from pathlib import Path
 from . import toolchain
 
 
-def setup() -> str:
-    """Print what this session can do; return the mode ('gpu' or 'compile-only')."""
+# The oldest compute capability whose GPUs run this notebook's kernels (setup(day)); None: any.
+_day_min_arch: str | None = None
+
+
+def arch_at_least(arch: str) -> bool:
+    """Whether this machine's GPU (in compile-only mode: the one compiled for, sm_90) has compute
+    capability `arch` or newer: for the cells of a version that needs a newer GPU than its day."""
+    from .spec import arch_key
+
+    return arch_key(toolchain.arch()) >= arch_key(arch)
+
+
+def setup(day: str | None = None) -> str:
+    """Print what this session can do; return the mode ('gpu' or 'compile-only'). With `day`
+    ('day09'), a GPU older than the day's kernels need makes its GPU steps skip, saying why (gpu())."""
     import torch
 
+    from . import exercises
+
+    global _day_min_arch
+    _day_min_arch = exercises.day_min_arch(day) if day else None
     mode = toolchain.mode()
     feats = toolchain.load_inline_features()
     print(f"course root   {toolchain.ROOT}")
@@ -25,6 +42,9 @@ def setup() -> str:
     if mode == "gpu":
         p = torch.cuda.get_device_properties(0)
         print(f"GPU           {p.name}, sm_{p.major}{p.minor}, {p.multi_processor_count} SMs")
+        if _day_min_arch and not arch_at_least(_day_min_arch):
+            print(f"              this day's kernels need compute capability {_day_min_arch} or newer: they are "
+                  f"compiled for sm_{_day_min_arch.replace('.', '')} and inspected, and running them is skipped")
     else:
         print("GPU           none: kernels are compiled for sm_90 and inspected; running them is skipped")
     print(f"build cache   {toolchain.cache_dir()}")
@@ -34,11 +54,16 @@ def setup() -> str:
 
 
 def gpu(what: str) -> bool:
-    """True if a GPU is here; otherwise say plainly that `what` is skipped and why."""
-    if toolchain.has_gpu():
-        return True
-    print(f"Skipped: {what} needs a CUDA GPU, and this machine has none (compile-only mode).")
-    return False
+    """True if a GPU is here that runs this day's kernels (setup(day)); otherwise say plainly that
+    `what` is skipped and why."""
+    if not toolchain.has_gpu():
+        print(f"Skipped: {what} needs a CUDA GPU, and this machine has none (compile-only mode).")
+        return False
+    if _day_min_arch and not arch_at_least(_day_min_arch):
+        print(f"Skipped: {what} needs a GPU of compute capability {_day_min_arch} or newer; this one is "
+              f"{toolchain.arch()}.")
+        return False
+    return True
 
 
 @contextlib.contextmanager

@@ -29,16 +29,10 @@ def _runs(ex, arch):
 SOLUTION_CASES = [(ex, a) for ex in EXERCISES for a in OTHER_ARCHS if _runs(ex, a)]
 
 
-# Known gaps, each a failing case until it is fixed (strict: the day it passes, the mark must go).
-KNOWN = {
-    ("day12.flash_attention", "12.0"): "head_dim 128 holds 255 registers on every architecture; sm_120's "
-                                       "allocation spills 16 bytes of them",
-}
-
-
 def _marked(cases):
-    return [pytest.param(ex, a, marks=pytest.mark.xfail(reason=KNOWN[(ex.id, a)], strict=True))
-            if (ex.id, a) in KNOWN else (ex, a) for ex, a in cases]
+    """Each known gap (Exercise.arch_gaps) is expected to fail, strictly: the day it passes, the entry goes."""
+    return [pytest.param(ex, a, marks=pytest.mark.xfail(reason=ex.arch_gaps[a], strict=True))
+            if a in ex.arch_gaps else (ex, a) for ex, a in cases]
 
 
 @pytest.mark.parametrize("ex,arch", _marked(SOLUTION_CASES),
@@ -90,3 +84,49 @@ def test_an_older_gpu_compiles_for_the_exercise_and_skips_its_runs(monkeypatch):
         row = rows[(group, "run on a GPU")]
         assert row.status == "skip" and "compute capability 8.0 or newer" in row.detail and "7.5" in row.detail
     assert prep.module_dir is None
+
+
+def test_a_notebook_on_an_older_gpu_skips_its_gpu_steps_and_says_why(monkeypatch, capsys):
+    from grader import nb
+
+    monkeypatch.setattr(toolchain, "has_gpu", lambda: True)
+    monkeypatch.setattr(toolchain, "arch", lambda: "7.5")
+    monkeypatch.setattr(nb, "_day_min_arch", "8.0")  # what nb.setup("day09") sets
+    assert not nb.gpu("timing the versions")
+    assert "needs a GPU of compute capability 8.0 or newer; this one is 7.5" in capsys.readouterr().out
+    assert not nb.arch_at_least("9.0") and nb.arch_at_least("7.5")
+    monkeypatch.setattr(toolchain, "arch", lambda: "8.9")
+    assert nb.gpu("timing the versions") and not nb.arch_at_least("9.0")
+    monkeypatch.setattr(nb, "_day_min_arch", None)
+    monkeypatch.setattr(toolchain, "arch", lambda: "7.5")
+    assert nb.gpu("timing the versions")  # a day without a minimum (setup() with no day)
+
+
+def test_a_day_is_built_for_its_oldest_gpu_where_this_one_is_older(monkeypatch):
+    from grader.build import extension
+
+    built = {}
+    monkeypatch.setattr(toolchain, "arch", lambda: "7.5")
+    monkeypatch.setattr(extension, "build", lambda files, **kw: built.setdefault("files", files))
+    extension.build_day("day09")
+    assert built["files"] and all(isinstance(f, Source) and f.arch == "8.0" for f in built["files"])
+    built.clear()
+    extension.build_day("day03")  # Days 1-6 run on a T4: built for it as they are
+    assert built["files"] and not any(isinstance(f, Source) and f.arch for f in built["files"])
+
+
+def test_the_support_table_is_generated_from_the_specs():
+    from grader.maintain import support_table
+
+    assert support_table.main(["--check"]) == 0, "run python -m grader.maintain.support_table"
+    text = support_table.render()
+    assert "| `day10.fp8_quantize` | compiled for sm_89, not run | compiled for sm_89, not run |" in text
+    assert "runs, graded (known gap)" in text and "day12.flash_attention` on sm_120" in text
+
+
+def test_doctor_says_what_a_gpu_runs():
+    from grader.doctor import runs_here
+
+    assert runs_here("9.0") == "every exercise and notebook of the course"
+    assert "day10.fp8_quantize" in runs_here("8.0") and "day10.wgmma_gemm" in runs_here("8.0")
+    assert "day09.tensor_core_gemm" in runs_here("7.5") and "day06.rmsnorm" not in runs_here("7.5")

@@ -27,14 +27,14 @@ import re
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import toolchain
 from .errors import BuildError, parse_first_error
 from .exports import BINDING_PRELUDE, Export, generate_binding, global_kernel_names, parse_exports
 from .sass import assembler_deps_flags, dependency_files, foreign_files, reads_message, without_foreign_text
-from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
+from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, Source, _as_sources, content_hash, target_arch
 
 # A trivial kernel built first: it makes the shared precompiled header before parallel builds.
 WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
@@ -607,8 +607,16 @@ DAY_FLAGS = ("--split-compile=0",)
 
 
 def build_day(day: str, quiet: bool = False) -> Built:
-    """All of a day's kernel versions in one extension, as its notebook uses them."""
-    return build(day_files(day), name=day, quiet=quiet, flags=DAY_FLAGS)
+    """All of a day's kernel versions in one extension, as its notebook uses them: for this GPU, or for
+    the oldest GPU the day's kernels run on where this one is older (built and inspected, not run)."""
+    from .. import exercises
+    from ..spec import arch_key
+
+    files = day_files(day)
+    oldest = exercises.day_min_arch(day)
+    if arch_key(toolchain.arch()) < arch_key(oldest):
+        files = [replace(Source.read(f), arch=oldest) for f in files]
+    return build(files, name=day, quiet=quiet, flags=DAY_FLAGS)
 
 
 def load_built(directory: str | Path, module_name: str):

@@ -12,7 +12,7 @@ import os
 import pkgutil
 from pathlib import Path
 
-from ..spec import Exercise
+from ..spec import Exercise, arch_key
 
 
 def all_exercises() -> dict[str, Exercise]:
@@ -25,6 +25,13 @@ def all_exercises() -> dict[str, Exercise]:
         for ex in _load_file(path).EXERCISES:
             found[ex.id] = ex
     return found
+
+
+def day_min_arch(day: str) -> str:
+    """The oldest compute capability a day's kernels run on ('day09' -> '8.0'): its exercises' oldest
+    min_arch; 7.5 for a day without exercises."""
+    archs = [ex.min_arch for ex in all_exercises().values() if ex.day == day]
+    return min(archs, key=arch_key) if archs else "7.5"
 
 
 _extra: dict[str, object] = {}
