@@ -76,8 +76,8 @@ def build_all(load: bool):
 def inputs(lens, page_size, seed=0):
     """The spec's inputs (paged cache, page table, q) and the same tokens as contiguous K, V
     [batch, len, kv_heads, head_dim] (every request of length lens[0]: the contiguous versions' shape)."""
-    p = day11._params("bf16", lens, QO, KV, HD, page_size)
-    x = day11._inputs(p, torch.Generator(device="cuda").manual_seed(seed))
+    p = day11.decode_params("bf16", lens, QO, KV, HD, page_size)
+    x = day11.decode_inputs(p, torch.Generator(device="cuda").manual_seed(seed))
     if len(set(lens)) > 1:
         return p, x, None, None
     page, slot = day11.token_slots(p["lens"], page_size, x["kv_indptr"], x["kv_indices"])
@@ -158,7 +158,7 @@ def main():
         checked = check(o, fns, p, x, label)
         wrong += sum(not r["ok"] for r in checked.values())
         right = {name: fn for name, fn in fns.items() if checked[name]["ok"]}  # a wrong one is not timed
-        measured = nb.measure_bandwidth(right, day11._kv_bytes(p), label=f"day11 ladder {label}", ceiling="read")
+        measured = nb.measure_bandwidth(right, day11.kv_bytes(p), label=f"day11 ladder {label}", ceiling="read")
         out["timed"][label] = {name: {**m, **checked.get(name, {})} for name, m in measured.items()}
         for name, m in measured.items():
             print(f"  {label:<18} {name:<22} {m['gbps']:7.0f} GB/s  {m['read_ratio']:.3f}x read  {m['us']:9.1f} us",

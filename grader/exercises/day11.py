@@ -26,7 +26,7 @@ def workspace_floats(qo_heads: int, head_dim: int) -> int:
     return MAX_SPLITS * qo_heads * (head_dim + 1)
 
 
-def _params(dt, lens, qo_heads=32, kv_heads=8, head_dim=128, page_size=16, kind="random"):
+def decode_params(dt, lens, qo_heads=32, kv_heads=8, head_dim=128, page_size=16, kind="random"):
     return {"dtype": dt, "lens": tuple(lens), "batch": len(lens), "qo_heads": qo_heads, "kv_heads": kv_heads,
             "head_dim": head_dim, "page_size": page_size, "kind": kind, "max_len": max(lens)}
 
@@ -50,36 +50,36 @@ def _cases():
     for dt in DTYPES:
         # tails of the batch and of the length: 1, 2, 3 tokens; 127, 128, 129 (pages of 16: a last page
         # of 15, 16 and 1 token; tiles of 64: two full, one past); ragged batches of 127-129 requests.
-        cases += [Case(f"{dt} batch 1, len {n}", _params(dt, [n])) for n in (1, 2, 3, 127, 128, 129)]
-        cases += [Case(f"{dt} batch {b} ragged 1..300", _params(dt, [1 + (37 * i) % 300 for i in range(b)]))
+        cases += [Case(f"{dt} batch 1, len {n}", decode_params(dt, [n])) for n in (1, 2, 3, 127, 128, 129)]
+        cases += [Case(f"{dt} batch {b} ragged 1..300", decode_params(dt, [1 + (37 * i) % 300 for i in range(b)]))
                   for b in (2, 3, 127, 128, 129)]
         # every head_dim, group size and page size (page size 1: every token its own page)
         for hd in (64, 128, 256):
             for qo, kv in ((8, 8), (32, 8), (64, 8)):
                 for ps in (1, 16):
                     cases.append(Case(f"{dt} head_dim {hd}, group {qo // kv}, page {ps}, lens 1/100/777",
-                                      _params(dt, [1, 100, 777], qo, kv, hd, ps)))
+                                      decode_params(dt, [1, 100, 777], qo, kv, hd, ps)))
         # Llama 3 8B (32 / 8 heads) and 70B (64 / 8 heads), head_dim 128, page 16: ragged 1 .. 32768 in
         # one batch; one request of 32768 (split-KV fills the GPU); a batch of length-1 requests.
-        cases += [Case(f"{dt} Llama 3 8B ragged 1..32768", _params(dt, [1, 17, 500, 4096, 32768, 3, 1000, 16])),
-                  Case(f"{dt} Llama 3 70B ragged 1..32768", _params(dt, [32768, 1, 2049, 7, 16, 255], 64)),
-                  Case(f"{dt} Llama 3 8B batch 1 x 32768", _params(dt, [32768])),
-                  Case(f"{dt} Llama 3 70B batch 4 x 8191", _params(dt, [8191] * 4, 64)),
-                  Case(f"{dt} Llama 3 8B 64 requests of length 1", _params(dt, [1] * 64))]
+        cases += [Case(f"{dt} Llama 3 8B ragged 1..32768", decode_params(dt, [1, 17, 500, 4096, 32768, 3, 1000, 16])),
+                  Case(f"{dt} Llama 3 70B ragged 1..32768", decode_params(dt, [32768, 1, 2049, 7, 16, 255], 64)),
+                  Case(f"{dt} Llama 3 8B batch 1 x 32768", decode_params(dt, [32768])),
+                  Case(f"{dt} Llama 3 70B batch 4 x 8191", decode_params(dt, [8191] * 4, 64)),
+                  Case(f"{dt} Llama 3 8B 64 requests of length 1", decode_params(dt, [1] * 64))]
         # Small enough for racecheck in a learner's check (<= config.CHECK_SANITIZE_MAX_BYTES), with 3 tiles
         # in every block (a split holds whole tiles, at least 4: a request of 3 tiles stays in one block),
         # so a stage is refilled while warps may still read it; the other small cases' blocks get at most
         # 2 tiles, which 2 stages hold without a refill: a missing barrier hides.
         cases.append(Case(f"{dt} 5 requests of 192, group 8 on 1 KV head, head_dim 64 (3 tiles a block)",
-                          _params(dt, [192] * 5, 8, 1, 64)))
+                          decode_params(dt, [192] * 5, 8, 1, 64)))
         # magnitudes: all-equal scores, very large and very small entries
         for kind in ("equal", "large", "small"):
-            cases += [Case(f"{dt} {kind} scores, ragged 1..5000", _params(dt, [1, 5000, 129, 16], kind=kind)),
-                      Case(f"{dt} {kind} scores, batch 1 x 20000 (split)", _params(dt, [20000], kind=kind))]
-    cases += [Case(f"{dt} Llama 3 8B batch 1 x 32768 (past L2 after the flush)", _params(dt, [32768]), perf=True)
+            cases += [Case(f"{dt} {kind} scores, ragged 1..5000", decode_params(dt, [1, 5000, 129, 16], kind=kind)),
+                      Case(f"{dt} {kind} scores, batch 1 x 20000 (split)", decode_params(dt, [20000], kind=kind))]
+    cases += [Case(f"{dt} Llama 3 8B batch 1 x 32768 (past L2 after the flush)", decode_params(dt, [32768]), perf=True)
               for dt in DTYPES]
-    cases += [Case("bf16 Llama 3 8B batch 64 x 4096", _params("bf16", [4096] * 64), perf=True),
-              Case("bf16 Llama 3 8B batch 256 x 1024", _params("bf16", [1024] * 256), perf=True)]
+    cases += [Case("bf16 Llama 3 8B batch 64 x 4096", decode_params("bf16", [4096] * 64), perf=True),
+              Case("bf16 Llama 3 8B batch 256 x 1024", decode_params("bf16", [1024] * 256), perf=True)]
     return cases
 
 
@@ -104,7 +104,7 @@ def _cumsum(xs):
         yield total
 
 
-def _inputs(p, gen, device="cuda"):
+def decode_inputs(p, gen, device="cuda"):
     import torch
 
     dt = torch_dtype(p["dtype"])
@@ -192,7 +192,7 @@ def _tolerance(p):
                                "tokens")
 
 
-def _kv_bytes(p):
+def kv_bytes(p):
     """The fewest bytes a call moves: every token's K and V of every KV head once, q in, o and lse out."""
     item = 2
     tokens = sum(p["lens"])
@@ -248,12 +248,12 @@ EXERCISES = [
             "cudaStream_t stream)",
         ],
         cases=_cases(),
-        make_inputs=_inputs,
+        make_inputs=decode_inputs,
         make_outputs=_outputs,
         call=_call,
         reference=reference,
         tolerance=_tolerance,
-        target=memory_bound(_kv_bytes, 0.72, also=(SDPA_GATHERED,), traffic="read"),
+        target=memory_bound(kv_bytes, 0.72, also=(SDPA_GATHERED,), traffic="read"),
         target_note="batch 1 is one wave of split blocks and a merge in ~50 us: on the H200, torch SDPA (cuDNN) "
                     "on the same KV gathered into contiguous tensors reached 0.75-0.76x of the read ceiling there, "
                     "as the reference did (0.74-0.76x), and 1.00x at batch 64 and 256, where the reference "
