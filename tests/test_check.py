@@ -616,3 +616,22 @@ def test_a_worker_config_is_read_back_with_exactly_its_keys():
             WorkerConfig.from_json(json.dumps(wrong))
     with pytest.raises(ValueError, match="JSON object"):
         WorkerConfig.from_json("[]")
+
+
+def test_a_judge_config_is_read_back_with_exactly_its_keys():
+    """JudgeConfig (the judge's config file): what to_json writes, from_json reads back the same; a key it
+    does not know, or one of its fields missing, is a ValueError."""
+    import json
+
+    from grader.check.judge import JudgeConfig, JudgeRun
+
+    cfg = JudgeConfig(exercise="day14.decoder", verdict="/v/verdict.json", folder="/h", runs=[JudgeRun(0, "0", 0)],
+                      timed={"3": {"batches": [], "error": None}}, calibrated={"big": {"ratio": 1.0}})
+    assert JudgeConfig.from_json(cfg.to_json()) == cfg
+    written = json.loads(cfg.to_json())
+    assert set(written) == {"exercise", "folder", "runs", "timed", "calibrated", "verdict"}
+    for wrong in ({**written, "seed": 1}, {k: v for k, v in written.items() if k != "runs"}):
+        with pytest.raises(ValueError, match="unknown keys: seed|missing keys: runs"):
+            JudgeConfig.from_json(json.dumps(wrong))
+    with pytest.raises(ValueError, match="JSON object"):
+        JudgeConfig.from_json("[]")

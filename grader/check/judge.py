@@ -23,12 +23,13 @@ import sys
 import tempfile
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NamedTuple
 
 from .. import toolchain
 from .gate import GpuGate
-from .worker_config import WorkerConfig
+from .worker_config import WorkerConfig, exact_fields
 
 HANDOVER = "handover"  # the folder, in the grading process's own, where it writes each run's outputs
 MAX_FILE_BYTES = 2 << 30  # a handed-over file larger than this is refused unread
@@ -52,6 +53,30 @@ class JudgeRun(NamedTuple):
     case_index: int
     seed_label: str
     seed: int
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """The judge's work (its CONFIG.json), written as a JSON object with every field as a key (to_json)
+    and read back with exactly those keys (from_json)."""
+    exercise: str                            # the exercise's id
+    verdict: str                             # the file the judge writes its verdict to
+    folder: str | None = None                # the handover folder the grading process wrote the outputs to
+    runs: list[JudgeRun] = field(default_factory=list)  # the (case, seed) runs to judge
+    timed: dict[str, dict] | None = None     # str(case index) -> the check's record of its timed steps
+    #                                          (timed_apart.TimingServer); None: no timed cases to judge
+    calibrated: dict | None = None           # class grading: each timed case's graded baseline (worker.calibrate)
+
+    def to_json(self) -> str:  # (a JudgeRun as a JSON array)
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "JudgeConfig":
+        """The config written by to_json; ValueError where it is not a JSON object with every field as a
+        key and no other key."""
+        data = exact_fields(cls, text, "a judge config")
+        data["runs"] = [JudgeRun(*run) for run in data["runs"]]
+        return cls(**data)
 
 
 def untimed_cases(ex, max_case_bytes: int | None = None) -> list[UntimedCase]:
@@ -152,9 +177,10 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grader-judge-") as own:
         cfg, verdict, log = Path(own) / "config.json", Path(own) / "verdict.json", Path(own) / "output.log"
-        cfg.write_text(json.dumps({"exercise": ex.id, "folder": worker_config.handover, "runs": runs,
-                                   "timed": None if timed is None else {str(i): r for i, r in timed.items()},
-                                   "calibrated": opts.calibrated, "verdict": str(verdict)}), encoding="utf-8")
+        cfg.write_text(JudgeConfig(
+            exercise=ex.id, verdict=str(verdict), folder=worker_config.handover, runs=runs,
+            timed=None if timed is None else {str(i): r for i, r in timed.items()},
+            calibrated=opts.calibrated).to_json(), encoding="utf-8")
         limit = opts.timeout or ex.timeout_s
         why = None
         # (its own empty folder as the working directory: the handed-over folder is on no import path)
@@ -189,19 +215,19 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
 
 
 def main(config_path: str) -> int:
-    cfg = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    cfg = JudgeConfig.from_json(Path(config_path).read_text(encoding="utf-8"))
     from .. import exercises
 
-    ex = exercises.get(cfg["exercise"])
-    verdict = judge_all(ex, [JudgeRun(*run) for run in cfg["runs"]], cfg["folder"])
-    if cfg.get("timed") is not None:
+    ex = exercises.get(cfg.exercise)
+    verdict = judge_all(ex, cfg.runs, cfg.folder)
+    if cfg.timed is not None:
         from .timed_apart import judge_case
 
-        calibrated = cfg.get("calibrated") or {}
-        verdict["timed"] = {str(index): judge_case(ex, index, cfg["timed"].get(str(index)),
+        calibrated = cfg.calibrated or {}
+        verdict["timed"] = {str(index): judge_case(ex, index, cfg.timed.get(str(index)),
                                                    calibrated.get(case.label))
                             for index, case in enumerate(ex.cases) if case.perf}
-    Path(cfg["verdict"]).write_text(json.dumps(verdict), encoding="utf-8")
+    Path(cfg.verdict).write_text(json.dumps(verdict), encoding="utf-8")
     return 0
 
 

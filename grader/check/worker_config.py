@@ -20,6 +20,21 @@ class BuiltModule(NamedTuple):
     name: str
 
 
+def exact_fields(cls, text: str, what: str) -> dict:
+    """The JSON object `text` as a dict, keyed by exactly the fields of the dataclass `cls`; ValueError
+    (naming it as `what`) where it is not a JSON object, has a key that is no field or lacks a field."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is a JSON object, not {type(data).__name__}")
+    names = {f.name for f in fields(cls)}
+    unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+    if unknown or missing:
+        raise ValueError(f"{what} with " + "; ".join(
+            label + ", ".join(keys) for label, keys in (("unknown keys: ", unknown), ("missing keys: ", missing))
+            if keys))
+    return data
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     """One grading process's work, written as a JSON object with every field as a key (to_json) and read
@@ -48,15 +63,7 @@ class WorkerConfig:
     def from_json(cls, text: str) -> "WorkerConfig":
         """The config written by to_json; ValueError where it is not a JSON object with every field as a key
         and no other key (a writer and a reader out of step fail here, not at a default)."""
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError(f"a worker config is a JSON object, not {type(data).__name__}")
-        names = {f.name for f in fields(cls)}
-        unknown, missing = sorted(set(data) - names), sorted(names - set(data))
-        if unknown or missing:
-            raise ValueError("a worker config with " + "; ".join(
-                what + ", ".join(keys) for what, keys in (("unknown keys: ", unknown), ("missing keys: ", missing))
-                if keys))
+        data = exact_fields(cls, text, "a worker config")
         data["seeds"] = [Seed(*s) for s in data["seeds"]]
         data["deps"] = {k: BuiltModule(*v) for k, v in data["deps"].items()}
         return cls(**data)
