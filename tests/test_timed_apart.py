@@ -63,10 +63,11 @@ class Cheats:
         return step
 
     @staticmethod
-    def coarse(inputs):  # 1.5 x the tolerance off, in every element
+    def coarse(inputs):  # 2 x the tolerance off, in every element
+        # (its RMS over the 72 projections here is 2 +- 0.17 against a limit of 1.25: at 1.5 x, 2% of runs passed)
         def step(tokens):
             y = inputs["w"][tokens]
-            return y + 1.5 * TOL.atol * torch.sign(torch.randn_like(y))
+            return y + 2.0 * TOL.atol * torch.sign(torch.randn_like(y))
         return step
 
 
