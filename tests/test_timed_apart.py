@@ -64,7 +64,8 @@ class Cheats:
 
     @staticmethod
     def coarse(inputs):  # 2 x the tolerance off, in every element
-        # (its RMS over the 72 projections here is 2 +- 0.17 against a limit of 1.25: at 1.5 x, 2% of runs passed)
+        # (its RMS over the 72 projections here is 2 +- 0.17 against a limit of 1.25: at 1.5 x, 2% of runs passed;
+        # one projection in ~400 is then past 6 x, which fails it as a wrong step before the RMS is looked at)
         def step(tokens):
             y = inputs["w"][tokens]
             return y + 2.0 * TOL.atol * torch.sign(torch.randn_like(y))
@@ -131,13 +132,15 @@ def test_the_time_is_the_checks_not_the_grading_process(tmp_path):
     ("kept", "not the step's"),
     ("skips", "not the step's"),
     ("unchained", "not the step's"),
-    ("coarse", "lower precision"),
+    ("coarse", ("lower precision", "not the step's")),
 ])
 def test_steps_that_are_not_the_step_asked_for_fail(tmp_path, kind, says):
     ex = _exercise()
     _, records = _timed(tmp_path, ex, kind)
     row = timed_apart.judge_case(ex, 1, records[1], None)
-    assert row["status"] == "fail" and "not the work it was judged on" in row["detail"] and says in row["detail"]
+    says = (says,) if isinstance(says, str) else says
+    assert row["status"] == "fail" and "not the work it was judged on" in row["detail"]
+    assert any(s in row["detail"] for s in says), row["detail"]
 
 
 def test_a_step_that_cannot_be_set_up_or_a_case_never_timed_fails_saying_so(tmp_path):
