@@ -283,6 +283,9 @@ class Exercise:
     # Python-module exercises with timed cases: how they are timed (TimedApart). A module's code runs in
     # the process that would time it, so its timings are taken from outside.
     timed_apart: TimedApart | None = None
+    # The file that defines the exercise (set by the registry): grader/exercises/<day>.py, or a
+    # COURSE_EXTRA_EXERCISES file.
+    spec_file: Path | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if self.target is None:
@@ -331,7 +334,7 @@ class Exercise:
 
     @property
     def spec_path(self) -> Path:
-        return Path(__file__).parent / "exercises" / f"{self.day}.py"
+        return self.spec_file or Path(__file__).parent / "exercises" / f"{self.day}.py"
 
     def graded_source(self, path: str | Path):
         """The .cu source that is checked and built for the learner's file at `path`: the file

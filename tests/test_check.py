@@ -112,9 +112,12 @@ def test_html_table_keeps_kernel_names_whole():
 
 
 @gpu
-def test_stub_fails_correctness_cleanly():
-    result = check("day01.scale_add", solutions=False, perf=False, seeds=1)
-    assert "never written" in _reason(result)
+def test_stub_fails_correctness_cleanly(tmp_path):
+    # A stub the learner has touched (an untouched one is refused before it runs: NOT STARTED)
+    # builds, runs and fails its correctness check, with nothing else broken.
+    stub = (toolchain.KERNELS / "day01" / "scale_add.cu").read_text() + "\n// started\n"
+    result = check("day01.scale_add", source=_submit(tmp_path, stub), perf=False, seeds=1)
+    assert not result.not_started and "never written" in _reason(result)
 
 
 @gpu

@@ -566,6 +566,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     write_lock = threading.Lock()
 
     def done(student, ex, record, where=""):
+        sandbox_known()  # (where submissions run is said before the first row, even when none runs)
         with write_lock:
             write_result(out, student, ex.id, record)
             counts["graded"] += 1

@@ -20,9 +20,11 @@ def all_exercises() -> dict[str, Exercise]:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
         for ex in getattr(module, "EXERCISES", []):
+            ex.spec_file = Path(module.__file__)
             found[ex.id] = ex
     for path in filter(None, os.environ.get("COURSE_EXTRA_EXERCISES", "").split(os.pathsep)):
         for ex in _load_file(path).EXERCISES:
+            ex.spec_file = Path(path).resolve()
             found[ex.id] = ex
     return found
 

@@ -122,6 +122,8 @@ PATTERNS = [
      "`benchmarks/day11_decode_sweep/ceiling.py`: a page-by-page read of Day 11's KV cache against the read ceiling"),
     ("benchmarks", r"day11-candidate-(?P<what>.+)", "A candidate design of Day 11's kernel, timed: {what}"),
     ("benchmarks", r"day11-ladder", "`benchmarks/day11_ladder`: Day 11's versions, each against the read ceiling"),
+    ("benchmarks", r"day10-hopper-(?P<gpu>h100|h200)",
+     "`benchmarks/day10_hopper`: Day 10's Hopper versions, the wgmma exercise's solution and the cluster candidate, each against torch.matmul"),
     ("benchmarks", r"gemm-clocks", "`benchmarks/gemm_clocks`: clocks and power of the GEMM and cuBLAS"),
     ("benchmarks", r"l2-flush", "`benchmarks/l2_flush`: the L2 flush modes before a timed call"),
     ("benchmarks", r"mma-rate", "`benchmarks/mma_rate`: mma.sync's rate by warps and blocks"),
