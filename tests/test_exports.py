@@ -30,6 +30,10 @@ def test_kernel_names_include_launch_bounds_and_templates():
     nested = ("__global__ void __launch_bounds__(B, (K * B <= 1024 ? (M ? M : 1024 / B) : 2)) "
               "quant_kernel(float* x) {}")
     assert global_kernel_names(nested) == ["quant_kernel"]
+    # any attribute, before or after `void`: a cluster kernel is named by its name, not its attribute
+    cluster = ("__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) gemm_kernel(int m) {}\n"
+               "__global__ __maxnreg__(128) void small_kernel() {}")
+    assert global_kernel_names(cluster) == ["gemm_kernel", "small_kernel"]
 
 
 @pytest.mark.parametrize("bad, message", [

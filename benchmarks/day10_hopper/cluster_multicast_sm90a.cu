@@ -136,15 +136,11 @@ COURSE_EXPORT cudaError_t gemm_cluster_multicast_bf16(__nv_bfloat16* c, const __
   if (m <= 0 || n <= 0 || k <= 0 || k % 8) return cudaErrorInvalidValue;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16) return cudaErrorInvalidValue;
-  static int clusters[64] = {};  // per device: how many clusters of two fit at once
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device < 0 || device >= 64) return cudaErrorInvalidDevice;
-  if (clusters[device] == 0) {
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    if (major != 9 || minor != 0) return cudaErrorNotSupported;
+  static int clusters[course::MAX_DEVICES] = {};  // per device: how many clusters of two fit at once
+  const course::Device dev = course::current_device();
+  if (dev.id < 0) return cudaErrorInvalidDevice;
+  if (dev.major != 9 || dev.minor != 0) return cudaErrorNotSupported;
+  if (clusters[dev.id] == 0) {
     cudaError_t err =
         cudaFuncSetAttribute(cluster::gemm_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cluster::SMEM);
     if (err != cudaSuccess) return err;
@@ -156,17 +152,16 @@ COURSE_EXPORT cudaError_t gemm_cluster_multicast_bf16(__nv_bfloat16* c, const __
     err = cudaOccupancyMaxActiveClusters(&fit, cluster::gemm_cluster_kernel, &config);
     if (err != cudaSuccess) return err;
     if (fit <= 0) return cudaErrorNotSupported;
-    int sms = 0; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    printf("cluster candidate: cudaOccupancyMaxActiveClusters says %d clusters of 2 fit; launching %d\n", fit, sms / 2);
+    printf("cluster candidate: cudaOccupancyMaxActiveClusters says %d clusters of 2 fit; launching %d\n", fit, dev.sms / 2);
     fflush(stdout);
-    clusters[device] = sms / 2;
+    clusters[dev.id] = dev.sms / 2;
   }
   CUtensorMap map_a, map_b;
   cudaError_t err = course::hopper::tensor_map_2d(&map_a, a, m, k, cluster::BM, cluster::BK);
   if (err == cudaSuccess) err = course::hopper::tensor_map_2d(&map_b, b, n, k, cluster::BN / cluster::CLUSTER, cluster::BK);
   if (err != cudaSuccess) return err;
   const int64_t pairs = ((m + 2 * cluster::BM - 1) / (2 * cluster::BM)) * ((n + cluster::BN - 1) / cluster::BN);
-  const int grid = cluster::CLUSTER * static_cast<int>(pairs < clusters[device] ? pairs : clusters[device]);
+  const int grid = cluster::CLUSTER * static_cast<int>(pairs < clusters[dev.id] ? pairs : clusters[dev.id]);
   cluster::gemm_cluster_kernel<<<grid, cluster::THREADS, cluster::SMEM, stream>>>(c, map_a, map_b, static_cast<int>(m),
                                                                    static_cast<int>(n), static_cast<int>(k));
   return cudaGetLastError();

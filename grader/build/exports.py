@@ -176,8 +176,9 @@ def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
 def global_kernel_names(text: str) -> list[str]:
     """Names of the `__global__` functions a source defines."""
     clean = _strip_comments(text)
-    bounds = r"__launch_bounds__\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*"  # arguments with (nested) parentheses
-    return re.findall(rf"__global__\s+(?:{bounds})?void\s+(?:{bounds})?([A-Za-z_]\w*)\s*\(", clean)
+    # attributes such as __launch_bounds__(...), __cluster_dims__(...), __maxnreg__(...), with (nested) parentheses
+    attrs = r"(?:__\w+__\s*(?:\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))?\s*)*"
+    return re.findall(rf"__global__\s+{attrs}void\s+{attrs}([A-Za-z_]\w*)\s*\(", clean)
 
 
 def _binding_function(e: Export) -> str:

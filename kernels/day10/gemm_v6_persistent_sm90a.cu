@@ -140,27 +140,22 @@ COURSE_EXPORT cudaError_t gemm_v6_persistent_bf16(__nv_bfloat16* c, const __nv_b
   if (m <= 0 || n <= 0 || k <= 0 || k % 8) return cudaErrorInvalidValue;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16) return cudaErrorInvalidValue;
-  static int sms[64] = {};  // per device: compute capability 9.0 checked and attributes set once
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device < 0 || device >= 64) return cudaErrorInvalidDevice;
-  if (sms[device] == 0) {
-    int major = 0, minor = 0, count = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    if (major != 9 || minor != 0) return cudaErrorNotSupported;
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  const course::Device dev = course::current_device();
+  if (dev.id < 0) return cudaErrorInvalidDevice;
+  if (dev.major != 9 || dev.minor != 0) return cudaErrorNotSupported;  // sm_90a code runs on compute capability 9.0 only
+  static bool ready[course::MAX_DEVICES] = {};  // its shared memory limit raised, once per device
+  if (!ready[dev.id]) {
     const cudaError_t err =
         cudaFuncSetAttribute(v6::gemm_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v6::SMEM);
     if (err != cudaSuccess) return err;
-    sms[device] = count;
+    ready[dev.id] = true;
   }
   CUtensorMap map_a, map_b;
   cudaError_t err = course::hopper::tensor_map_2d(&map_a, a, m, k, v6::BM, v6::BK);
   if (err == cudaSuccess) err = course::hopper::tensor_map_2d(&map_b, b, n, k, v6::BN, v6::BK);
   if (err != cudaSuccess) return err;
   const int64_t tiles = ((m + v6::BM - 1) / v6::BM) * ((n + v6::BN - 1) / v6::BN);
-  const int grid = static_cast<int>(tiles < sms[device] ? tiles : sms[device]);
+  const int grid = static_cast<int>(tiles < dev.sms ? tiles : dev.sms);
   v6::gemm_persistent_kernel<<<grid, v6::THREADS, v6::SMEM, stream>>>(c, map_a, map_b, static_cast<int>(m),
                                                                       static_cast<int>(n), static_cast<int>(k));
   return cudaGetLastError();

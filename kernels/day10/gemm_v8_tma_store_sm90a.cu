@@ -164,20 +164,15 @@ COURSE_EXPORT cudaError_t gemm_v8_tma_store_bf16(__nv_bfloat16* c, const __nv_bf
   if (m <= 0 || n <= 0 || k <= 0 || k % 8) return cudaErrorInvalidValue;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16) return cudaErrorInvalidValue;
-  static int sms[64] = {};  // per device: compute capability 9.0 checked and attributes set once
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device < 0 || device >= 64) return cudaErrorInvalidDevice;
-  if (sms[device] == 0) {
-    int major = 0, minor = 0, count = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    if (major != 9 || minor != 0) return cudaErrorNotSupported;
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  const course::Device dev = course::current_device();
+  if (dev.id < 0) return cudaErrorInvalidDevice;
+  if (dev.major != 9 || dev.minor != 0) return cudaErrorNotSupported;  // sm_90a code runs on compute capability 9.0 only
+  static bool ready[course::MAX_DEVICES] = {};  // its shared memory limit raised, once per device
+  if (!ready[dev.id]) {
     const cudaError_t err =
         cudaFuncSetAttribute(v8::gemm_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v8::SMEM);
     if (err != cudaSuccess) return err;
-    sms[device] = count;
+    ready[dev.id] = true;
   }
   CUtensorMap map_a, map_b;
   cudaError_t err = course::hopper::tensor_map_2d(&map_a, a, m, k, v8::BM, v8::BK);
@@ -187,7 +182,7 @@ COURSE_EXPORT cudaError_t gemm_v8_tma_store_bf16(__nv_bfloat16* c, const __nv_bf
   const bool tma_c = n % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
                      course::hopper::tensor_map_2d(&map_c, c, m, n, v8::C_BOX, v8::C_BOX) == cudaSuccess;
   const int64_t tiles = ((m + v8::BM - 1) / v8::BM) * ((n + v8::BN - 1) / v8::BN);
-  const int grid = static_cast<int>(tiles < sms[device] ? tiles : sms[device]);
+  const int grid = static_cast<int>(tiles < dev.sms ? tiles : dev.sms);
   v8::gemm_persistent_kernel<<<grid, v8::THREADS, v8::SMEM, stream>>>(c, map_a, map_b, map_c, tma_c, static_cast<int>(m),
                                                                       static_cast<int>(n), static_cast<int>(k));
   return cudaGetLastError();

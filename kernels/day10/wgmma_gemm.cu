@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs (about 28 lines). Generated from solutions/day10/wgmma_gemm.cu by `grader release` (stub-hash 371c4c127ba2).
+// Your exercise: fill in the TODOs (about 28 lines). Generated from solutions/day10/wgmma_gemm.cu by `grader release` (stub-hash 42851cdff37f).
 // Day 10 exercise (Hopper, sm_90a): C = A B^T on the tensor cores' own path, wgmma fed by TMA.
 //
 //   a [M, K], b [N, K], c [M, N]   fp16 or bf16, row-major; fp32 accumulation rounded once at the store
@@ -176,19 +176,14 @@ cudaError_t launch(T* c, const T* a, const T* b, int64_t m, int64_t n, int64_t k
   if (m <= 0 || n <= 0 || k <= 0 || k % 8 != 0) return cudaErrorInvalidValue;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return cudaErrorInvalidValue;  // TMA coordinates are 32-bit
   if (reinterpret_cast<uintptr_t>(a) % 16 || reinterpret_cast<uintptr_t>(b) % 16) return cudaErrorInvalidValue;
-  static int sms[64] = {};  // per device: its SM count, once compute capability 9.0 was checked
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device < 0 || device >= 64) return cudaErrorInvalidDevice;
-  if (sms[device] == 0) {
-    int major = 0, minor = 0, count = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    if (major != 9 || minor != 0) return cudaErrorNotSupported;  // sm_90a code runs on compute capability 9.0 only
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  const course::Device dev = course::current_device();
+  if (dev.id < 0) return cudaErrorInvalidDevice;
+  if (dev.major != 9 || dev.minor != 0) return cudaErrorNotSupported;  // sm_90a code runs on compute capability 9.0 only
+  static bool ready[course::MAX_DEVICES] = {};  // its shared memory limit raised, once per device
+  if (!ready[dev.id]) {
     const cudaError_t err = cudaFuncSetAttribute(wgmma_gemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     if (err != cudaSuccess) return err;
-    sms[device] = count;
+    ready[dev.id] = true;
   }
   CUtensorMap map_a, map_b, map_c = {};
   cudaError_t err = tensor_map_2d(&map_a, a, m, k, BM, BK);
@@ -197,7 +192,7 @@ cudaError_t launch(T* c, const T* a, const T* b, int64_t m, int64_t n, int64_t k
   const bool tma_c = n % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
                      tensor_map_2d(&map_c, static_cast<const T*>(c), m, n, C_BOX, C_BOX) == cudaSuccess;
   const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-  const int grid = static_cast<int>(tiles < sms[device] ? tiles : sms[device]);
+  const int grid = static_cast<int>(tiles < dev.sms ? tiles : dev.sms);
   wgmma_gemm_kernel<T><<<grid, THREADS, SMEM, stream>>>(c, map_a, map_b, map_c, tma_c, static_cast<int>(m),
                                                         static_cast<int>(n), static_cast<int>(k));
   return cudaGetLastError();

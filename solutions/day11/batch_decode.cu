@@ -454,28 +454,6 @@ __global__ void __launch_bounds__(THREADS)
   // END SOLUTION
 }
 
-constexpr int MAX_DEVICES = 64;  // device ids 0 .. 63: what the launcher asks of a device is kept per id
-
-// The current device: its id (-1 from MAX_DEVICES on), SM count and compute capability major, asked
-// of the driver once per device and kept, as the launcher runs before every decode step.
-struct Device {
-  int id, sms, major;
-};
-
-inline Device current_device() {
-  static Device known[MAX_DEVICES] = {};  // sms 0: not asked yet
-  int id = 0;
-  cudaGetDevice(&id);
-  if (id < 0 || id >= MAX_DEVICES) return {-1, 0, 0};
-  if (known[id].sms == 0) {
-    int sms = 132, major = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id);
-    known[id] = {id, sms, major};
-  }
-  return known[id];
-}
-
 // How many splits. The grid runs in waves of `slots` = per_sm x SMs blocks at once. From two waves
 // up, one: the last wave's idle slots cost little against the whole, and a split's merge grows with
 // the batch (batch 256 on 8 KV heads, 5.2 waves: 1 split 0.93x copy, 3 splits 0.86x). Below that,
@@ -489,7 +467,7 @@ inline Device current_device() {
 // MAX_SPLITS partial states per query head.
 inline int choose_splits(int64_t batch, int64_t kv_heads, int per_sm) {
   constexpr double SPLIT_COST = 0.05;
-  const int sms = current_device().sms;
+  const int sms = course::current_device().sms;
   const int64_t blocks = batch * kv_heads, slots = static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * sms;
   if (blocks >= 2 * slots) return 1;
   const int64_t cap = MAX_SPLITS / batch < 1 ? 1 : MAX_SPLITS / batch;
@@ -509,11 +487,11 @@ cudaError_t launch_decode(T* o, float* lse, const T* q, const T* kv_cache, const
                           int64_t batch, int64_t qo_heads, int64_t kv_heads, int64_t page_size, float sm_scale,
                           cudaStream_t stream) {
   constexpr int SMEM = smem_bytes<T, HEAD_DIM>();
-  const Device dev = current_device();
+  const course::Device dev = course::current_device();
   if (dev.id < 0) return cudaErrorInvalidDevice;
   // Once per device (and instantiation), for the same reason: the kernel's shared memory limit raised
   // and its blocks per SM asked.
-  static int blocks_per_sm[MAX_DEVICES] = {};  // 0: not yet
+  static int blocks_per_sm[course::MAX_DEVICES] = {};  // 0: not yet
   if (blocks_per_sm[dev.id] == 0) {
     cudaError_t err = cudaFuncSetAttribute(batch_decode_kernel<T, HEAD_DIM>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);

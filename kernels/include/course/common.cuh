@@ -33,6 +33,30 @@ inline int grid_stride_blocks(int64_t n, int threads_per_block, int blocks_per_s
   return static_cast<int>(blocks > 0 ? blocks : 1);
 }
 
+// Device ids 0 .. MAX_DEVICES - 1: what a launcher asks of a device is kept per id.
+constexpr int MAX_DEVICES = 64;
+
+// The current device: its id (-1 from MAX_DEVICES on), SM count and compute capability, asked of the
+// driver once per device and kept, as a launcher runs before every call of its kernel.
+struct Device {
+  int id, sms, major, minor;
+};
+
+inline Device current_device() {
+  static Device known[MAX_DEVICES] = {};  // sms 0: not asked yet
+  int id = 0;
+  cudaGetDevice(&id);
+  if (id < 0 || id >= MAX_DEVICES) return {-1, 0, 0, 0};
+  if (known[id].sms == 0) {
+    int sms = 0, major = 0, minor = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, id);
+    known[id] = {id, sms > 0 ? sms : 1, major, minor};
+  }
+  return known[id];
+}
+
 // Conversions between storage types and the fp32 the math is done in.
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
