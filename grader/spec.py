@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import config, toolchain
+from .build.source import Source
+from .stubs import lines_to_write
 
 
 @dataclass(frozen=True)
@@ -328,8 +330,6 @@ class Exercise:
     @property
     def lines_to_write(self) -> int:
         """About how many lines a learner writes: the reference's, where the stub has its TODOs."""
-        from .release import lines_to_write
-
         return lines_to_write(self.solution_path.read_text(), str(self.solution_path))
 
     @property
@@ -339,8 +339,6 @@ class Exercise:
     def graded_source(self, path: str | Path):
         """The .cu source that is checked and built for the learner's file at `path`: the file
         itself, or for a template exercise its rendering (a Jinja2 error raises)."""
-        from .build import Source
-
         src = Source.read(path)
         if self.learner_file == "template":
             src = Source(f"{src.path} (rendered)", self.render(src.text))

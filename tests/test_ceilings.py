@@ -7,7 +7,7 @@ import pytest
 
 from grader import exercises
 from grader.check.ptx import READ_UNROLL, read_ptx
-from grader.check.worker import verdict
+from grader.check.verdict import verdict
 from grader.spec import COPY, READ
 
 # Exercises whose kernel reads far more than it writes: judged against the read ceiling, never a copy.

@@ -139,12 +139,12 @@ class _Warm:
 
 def _fake_lane(monkeypatch) -> list:
     """Class lanes on a pretend GPU whose processes are _Warm: returns the list of those started."""
-    from grader.classroom import grade
+    from grader.classroom import lane
 
     started = []
-    monkeypatch.setattr(grade, "WarmWorker", lambda *a, **kw: _Warm(started, *a, **kw))
-    monkeypatch.setattr(grade, "_NEXT", {})
-    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    monkeypatch.setattr(lane, "WarmWorker", lambda *a, **kw: _Warm(started, *a, **kw))
+    monkeypatch.setattr(lane, "_NEXT", {})
+    monkeypatch.setattr(lane.toolchain, "gpu_present", lambda: True)
     return started
 
 
@@ -155,7 +155,7 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     a compute-sanitizer process waits until a grading uses it (not where the verdict was cached)."""
     from grader import exercises
     from grader.check import Prepared, Result, RunOptions
-    from grader.classroom import grade
+    from grader.classroom import lane
 
     started = _fake_lane(monkeypatch)
     ex = exercises.get("day02.silu_and_mul")
@@ -163,10 +163,10 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck", "racecheck"))
 
     def grading(prep, options):
-        warm, sanitizers = grade._warm_processes(ex, prep, options)
+        warm, sanitizers = lane._warm_processes(ex, prep, options)
         for w in sanitizers.values():
             w.used = True  # (run() takes them: run_worker marks what it used)
-        grade._after_run(prep, options, warm, sanitizers)
+        lane._after_run(prep, options, warm, sanitizers)
         return warm, sanitizers
 
     assert grading(built, opts) == (None, {})  # the first: its own processes
@@ -175,29 +175,29 @@ def test_a_lane_starts_the_grading_processes_of_its_next_submission_while_it_gra
     warm, sanitizers = grading(built, opts)  # the next takes them (no racecheck: no shared memory)
     assert warm == tuple(first[:1]) and sanitizers == {"memcheck": first[1]}
     assert all(w.discarded for w in first) and not any(w.discarded for w in started[3:])
-    waiting = grade._NEXT["sanitizers"]["memcheck"]
+    waiting = lane._NEXT["sanitizers"]["memcheck"]
     # A cached verdict (or a run that was not clean) leaves the compute-sanitizer process for the next.
-    warm, sanitizers = grade._warm_processes(ex, built, opts)
+    warm, sanitizers = lane._warm_processes(ex, built, opts)
     assert sanitizers == {"memcheck": waiting}
-    grade._after_run(built, opts, warm, sanitizers)
-    assert grade._NEXT["sanitizers"]["memcheck"] is waiting and not waiting.discarded
+    lane._after_run(built, opts, warm, sanitizers)
+    assert lane._NEXT["sanitizers"]["memcheck"] is waiting and not waiting.discarded
     # Started for other options, or ended meanwhile: not used, discarded.
-    kept = grade._NEXT
+    kept = lane._NEXT
     assert grading(built, RunOptions(runtime_root="/other")) == (None, {})
     assert all(w.discarded for w in [*kept["warm"], waiting])
-    kept = grade._NEXT
+    kept = lane._NEXT
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a Ray worker's next task, on another GPU
     assert grading(built, RunOptions(runtime_root="/other")) == (None, {})
     assert all(w.discarded for w in kept["warm"])
-    grade._NEXT["warm"][0].code = -9
+    lane._NEXT["warm"][0].code = -9
     assert grading(built, RunOptions(runtime_root="/other"))[0] is None
     # Nothing to run (it did not build), or a run under compute-sanitizer: what waits keeps waiting.
-    kept = grade._NEXT
+    kept = lane._NEXT
     assert grading(Prepared(Result(ex.id, "s", "gpu")), opts) == (None, {})
     assert grading(built, RunOptions(runtime_root="/other", sanitize="memcheck")) == (None, {})
-    assert grade._NEXT is kept and not any(w.discarded for w in kept["warm"])
-    grade._discard_next()
-    assert grade._NEXT == {} and all(w.discarded for w in kept["warm"])
+    assert lane._NEXT is kept and not any(w.discarded for w in kept["warm"])
+    lane._discard_next()
+    assert lane._NEXT == {} and all(w.discarded for w in kept["warm"])
 
 
 def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch):
@@ -206,22 +206,22 @@ def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch
     lane of every GPU starts at once); primed again, it starts nothing more."""
     from grader import exercises
     from grader.check import Prepared, Result, RunOptions
-    from grader.classroom import grade
+    from grader.classroom import lane
 
     started = _fake_lane(monkeypatch)
     ex = exercises.get("day02.silu_and_mul")
     built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
     opts = RunOptions(runtime_root="/rt", hide=("/subs",), sanitizers=("memcheck",))
-    grade.prime_lane(opts)
-    grade.prime_lane(opts)
+    lane.prime_lane(opts)
+    lane.prime_lane(opts)
     assert [(w.profiler, w.sanitize) for w in started] == [(False, None), (False, "memcheck")]
     assert started[1].after is started[0]  # (its CUDA context after the grading process's own)
-    warm, sanitizers = grade._warm_processes(ex, built, opts)
+    warm, sanitizers = lane._warm_processes(ex, built, opts)
     assert warm == tuple(started[:1]) and sanitizers == {"memcheck": started[1]}
-    grade._discard_next()
-    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: False)
-    grade.prime_lane(opts)
-    assert grade._NEXT == {} and len(started) == 3  # (no GPU here: nothing started)
+    lane._discard_next()
+    monkeypatch.setattr(lane.toolchain, "gpu_present", lambda: False)
+    lane.prime_lane(opts)
+    assert lane._NEXT == {} and len(started) == 3  # (no GPU here: nothing started)
 
 
 def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
@@ -229,7 +229,7 @@ def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
     nothing but the head start: the grading starts its own, and nothing is left half started."""
     from grader import exercises
     from grader.check import Prepared, Result, RunOptions
-    from grader.classroom import grade
+    from grader.classroom import lane
 
     tried = []
 
@@ -238,18 +238,18 @@ def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
             tried.append(sanitize)
             raise OSError("Resource temporarily unavailable")
 
-    monkeypatch.setattr(grade, "WarmWorker", Warm)
-    monkeypatch.setattr(grade, "_NEXT", {})
-    monkeypatch.setattr(grade.toolchain, "gpu_present", lambda: True)
+    monkeypatch.setattr(lane, "WarmWorker", Warm)
+    monkeypatch.setattr(lane, "_NEXT", {})
+    monkeypatch.setattr(lane.toolchain, "gpu_present", lambda: True)
     ex = exercises.get("day02.silu_and_mul")
     built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
     opts = RunOptions(runtime_root="/rt", sanitizers=("memcheck",))
     for _ in range(2):
-        warm, sanitizers = grade._warm_processes(ex, built, opts)
+        warm, sanitizers = lane._warm_processes(ex, built, opts)
         assert (warm, sanitizers) == (None, {})
-        grade._after_run(built, opts, warm, sanitizers)
+        lane._after_run(built, opts, warm, sanitizers)
     assert tried.count(None) == 2 and tried.count("memcheck") == 2  # each tried once per grading
-    assert grade._NEXT == {"key": grade._warm_key(opts), "warm": None, "sanitizers": {}}
+    assert lane._NEXT == {"key": lane._warm_key(opts), "warm": None, "sanitizers": {}}
 
 
 def test_a_grading_process_left_running_after_a_class_run_is_stopped():
@@ -296,12 +296,12 @@ def test_the_calibration_measures_every_exercise_in_one_process_and_says_which_f
     GPU) is None, the others unharmed."""
     import subprocess
 
-    from grader.classroom import grade
+    from grader.classroom import lane
 
     started = []
     real_run = subprocess.run
     monkeypatch.setattr(subprocess, "run", lambda argv, **kw: started.append(argv) or real_run(argv, **kw))
-    got = grade.measure_baselines(str(toolchain.ROOT), ["day01.scale_add", "day02.silu_and_mul"])
+    got = lane.measure_baselines(str(toolchain.ROOT), ["day01.scale_add", "day02.silu_and_mul"])
     assert list(got) == ["day01.scale_add", "day02.silu_and_mul"] and len(started) == 1
     if toolchain.has_gpu():  # each its timed cases' baselines
         assert all(v and all(x["value"] > 0 for x in v.values()) for v in got.values()), got

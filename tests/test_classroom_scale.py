@@ -322,11 +322,11 @@ def test_a_failing_feed_is_said_not_lost():
 
 def _lane_grading(tmp_path, monkeypatch, beside):
     """grade_one in a lane of GPU 0 (its gate under tmp_path) with the run stubbed: beside the other
-    lanes `beside(prep)` says how it went; with the GPU alone it passes. Returns (grade, the item,
+    lanes `beside(prep)` says how it went; with the GPU alone it passes. Returns (the lane module, the item,
     the gate, the runs as (gate, alone: the gate's turn held, every other process paused))."""
     from grader.check import Prepared, Result, RunOptions
     from grader.check.gate import GpuGate
-    from grader.classroom import grade
+    from grader.classroom import lane
 
     gate = tmp_path / "gpu-0"
     GpuGate(gate)
@@ -340,11 +340,11 @@ def _lane_grading(tmp_path, monkeypatch, beside):
             prep.result.add("correctness", "run", "pass", "alone")
         return prep.result
 
-    monkeypatch.setattr(grade, "run", fake_run)
-    monkeypatch.setattr(grade, "slot_gate", lambda: str(gate))
-    item = grade.GradingItem("s", EXERCISE, Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu")), RunOptions(),
+    monkeypatch.setattr(lane, "run", fake_run)
+    monkeypatch.setattr(lane, "slot_gate", lambda: str(gate))
+    item = lane.GradingItem("s", EXERCISE, Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu")), RunOptions(),
                              "path", "display")
-    return grade, item, gate, calls
+    return lane, item, gate, calls
 
 
 def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path, monkeypatch):
@@ -355,11 +355,11 @@ def test_a_time_limit_reached_beside_other_lanes_is_graded_again_alone(tmp_path,
         prep.timed_out = True
         prep.result.add("correctness", "run", "fail", "no result within 60 s")
 
-    grade, item, gate, calls = _lane_grading(tmp_path, monkeypatch, beside)
-    later = grade.grade_one(item, None)
+    lane, item, gate, calls = _lane_grading(tmp_path, monkeypatch, beside)
+    later = lane.grade_one(item, None)
     assert isinstance(later, slots.Later) and calls == [(str(gate), False)]
     assert later.item.prepared.result.items == [] and later.item.alone  # the submission as it was before the run
-    record = grade.grade_one(later.item, None)  # its turn comes after every other submission
+    record = lane.grade_one(later.item, None)  # its turn comes after every other submission
     assert calls == [(str(gate), False), (None, True)]
     assert [i["detail"] for i in record["items"]] == ["alone"] and record["verdict"] == "pass"
     assert any("graded again with the GPU alone" in k for k in record["timings"])
@@ -377,11 +377,11 @@ def test_a_call_stopped_as_a_hang_is_graded_again_alone_only_beside_a_long_call(
         prep.contended = contended
         prep.result.add("correctness", "run", "fail", "no result within 10 s from one call of your code")
 
-    grade, item, gate, calls = _lane_grading(tmp_path, monkeypatch, beside)
-    got = grade.grade_one(item, None)
+    lane, item, gate, calls = _lane_grading(tmp_path, monkeypatch, beside)
+    got = lane.grade_one(item, None)
     if contended:
         assert isinstance(got, slots.Later)
-        record = grade.grade_one(got.item, None)
+        record = lane.grade_one(got.item, None)
         assert calls == [(str(gate), False), (None, True)] and record["verdict"] == "pass"
     else:
         assert isinstance(got, dict) and calls == [(str(gate), False)]

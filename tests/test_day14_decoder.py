@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import release, toolchain
+from grader import release, stubs, toolchain
 from grader.check import check
 from grader.exercises import day14
 
@@ -155,7 +155,7 @@ def test_stub_fails_the_module_checks(tmp_path):
 
 
 def test_release_writes_the_python_stub():
-    stub = release.make_stub(SOLUTION.read_text(), str(SOLUTION))
+    stub = stubs.make_stub(SOLUTION.read_text(), str(SOLUTION))
     compile(stub, "decoder.py", "exec")
     given = stub.split("# TODO")[0].split("KERNELS = {}")[1]  # the ops the stub gives, before its first TODO
     assert "BEGIN SOLUTION" not in stub and "course::rope" in given and "course::decode_attention" not in given

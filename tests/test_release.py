@@ -1,7 +1,7 @@
 import pytest
 
-from grader import release
-from grader.release import ReleaseError, make_stub
+from grader import release, stubs
+from grader.stubs import ReleaseError, make_stub
 
 SOLUTION = """int f() {
   int x = 1;
@@ -94,7 +94,7 @@ def test_no_stub_keeps_the_token():
 def test_an_untouched_stub_is_recognised_and_an_edited_one_is_not():
     from grader import exercises
     from grader.check import check
-    from grader.release import untouched_stub
+    from grader.stubs import untouched_stub
 
     for ex in exercises.all_exercises().values():
         text = ex.stub_path.read_text()
@@ -108,9 +108,9 @@ def test_an_untouched_stub_is_recognised_and_an_edited_one_is_not():
 def test_lines_to_write_counts_the_reference_code_in_solution_blocks_only():
     text = ("int given;\n// BEGIN SOLUTION\n// STUB: // TODO: write it\n  // a comment\n  int a = 1;\n\n"
             "  int b = 2;\n// END SOLUTION\nint also_given;\n")
-    assert release.lines_to_write(text, "x.cu") == 2
+    assert stubs.lines_to_write(text, "x.cu") == 2
     py = "x = 1\n# BEGIN SOLUTION\n# STUB: # TODO\n# why\ny = 2\n# END SOLUTION\n"
-    assert release.lines_to_write(py, "x.py") == 1
+    assert stubs.lines_to_write(py, "x.py") == 1
 
 
 def test_every_exercise_asks_for_at_most_80_lines():

@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import toolchain
+from .demangle import demangle
 from .errors import BuildError, parse_first_error
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
+from .symbols import LinkCheckError, read_object
 
 REPORT_VERSION = "4"  # bump when what a cached report holds changes (4: the functions each kernel calls)
 
@@ -103,41 +105,6 @@ class CompileReport:
         return f"{self.path} for {self.arch}\n{self.table()}"
 
 
-def demangle(mangled: list[str]) -> dict[str, str]:
-    """Readable kernel names, e.g. `silu_and_mul_kernel<__half, 8>`: cu++filt from the CUDA
-    toolkit (GNU c++filt where the toolkit has none; both read the Itanium C++ ABI), without
-    the return type and parameter list. A name no tool can read stays mangled."""
-    tool = toolchain.binary_tool("cu++filt") or shutil.which("c++filt")
-    if not tool or not mangled:
-        return {m: m for m in mangled}
-    proc = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True)
-    lines = proc.stdout.splitlines() if proc.returncode == 0 else []
-    if len(lines) != len(mangled):
-        return {m: m for m in mangled}
-    return {m: _without_signature(d) for m, d in zip(mangled, lines)}
-
-
-def _without_signature(name: str) -> str:
-    """'void (anonymous namespace)::k<(int)4, (bool)1>(float*, int)' -> 'k<4, true>': no return
-    type, parameters or namespaces, and template numbers written the same by cu++filt and GNU
-    c++filt (the toolkit's prints `(int)4` and `<unnamed>::` where binutils' prints `4` and
-    `(anonymous namespace)::`)."""
-    name = name.removeprefix("void ")
-    if name.endswith(")"):
-        depth = 0
-        for i in range(len(name) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(name[i], 0)
-            if depth == 0:
-                name = name[:i]
-                break
-    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
-    base, args = (name.split("<", 1) + [""])[:2]
-    base = base.rsplit("::", 1)[-1]
-    args = re.sub(r"\(bool\)1\b", "true", re.sub(r"\(bool\)0\b", "false", args))
-    args = re.sub(r"\((?:unsigned |signed )?(?:int|long|long long|short|char)\)(-?\d+)", r"\1", args)
-    return f"{base}<{args}" if args else base
-
-
 def _parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
     current = None
     for line in log.splitlines():
@@ -161,8 +128,6 @@ def _external_calls(cubin: Path) -> dict[str, list[str]]:
     """For each function of a cubin (by mangled name), the functions outside the cubin it calls,
     directly or through its subroutines (vprintf, malloc, __assertfail): the cubin's call graph
     (.nv.callgraph: pairs of symbol indices, caller then callee; negative entries are markers)."""
-    from .symbols import LinkCheckError, read_object
-
     try:
         obj = read_object(cubin)
     except (LinkCheckError, OSError, struct.error, IndexError, ValueError):

@@ -33,6 +33,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .demangle import demangle, without_signature
+
 # What a kernel launcher may take from libraries. Each entry is harmless on its own: it cannot
 # reach a file, a process, the network or the environment, and it does no work the kernel
 # should do (no copies, memsets, allocations, streams or graphs: those stay the kernel's job).
@@ -298,8 +300,6 @@ def read_object(path: str | Path) -> Object:
 
 
 def _demangle(names: list[str]) -> dict[str, str]:
-    from .sass import demangle
-
     return demangle(names) if names else {}
 
 
@@ -516,9 +516,7 @@ def inspect(path: str | Path) -> LinkReport:
 
 def _short(name: str) -> str:
     """A readable name: no parameter list, template arguments folded ('std::basic_string<...>::_M_append')."""
-    from .sass import _without_signature
-
-    name = _without_signature(name)
+    name = without_signature(name)
     while True:
         folded = re.sub(r"<[^<>]*>", "\0", name)
         if folded == name:

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from .. import toolchain
 from .gate import GpuGate
+from .verdict import compare_outputs
 from .worker_config import WorkerConfig, exact_fields
 
 HANDOVER = "handover"  # the folder, in the grading process's own, where it writes each run's outputs
@@ -123,8 +124,6 @@ def judge_run(ex, case, seed: int, handed: dict, device: str = "cuda") -> tuple[
     """One run judged: the case's inputs made again from `seed`, the reference computed here, and the
     outputs handed over compared with it under the exercise's tolerance."""
     import torch
-
-    from .worker import compare_outputs
 
     p = case.params
     gen = torch.Generator(device=device).manual_seed(seed)

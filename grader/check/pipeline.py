@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import build as _build
 from .. import config, toolchain
 from .. import exercises as _exercises
-from ..release import untouched_stub
+from ..stubs import untouched_stub
 from ..spec import Exercise
 from .gate import GpuGate
 from .result import UNTOUCHED_STUB, Result

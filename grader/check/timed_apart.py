@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from .verdict import timed_baselines, timed_metrics, timed_verdict, tolerances
+
 CALLS = 32  # steps per batch: a batch of the fastest timed step lasts ~10 ms, the pipe's round trip ~0.1 ms
 BATCHES = 8  # per timed case, the first a warm-up
 DIGEST_SIGMAS = 6.0  # a step's projection off by more than this x its tolerance's projection is wrong
@@ -294,10 +296,8 @@ def check_projections(ex, p: dict, inputs: dict, record: dict) -> str | None:
 
     import torch
 
-    from .worker import _tolerances
-
     ta = ex.timed_apart
-    tol = next(iter(_tolerances(ex, p, ["out"]).values()))
+    tol = next(iter(tolerances(ex, p, ["out"]).values()))
     step = ta.reference(p, inputs)
     zs = []
     for b, batch in enumerate(record["batches"]):
@@ -339,8 +339,6 @@ def judge_case(ex, index: int, record: dict | None, calibrated: dict | None) -> 
 
     from .. import config
     from ..bench import theoretical_bandwidth
-    from .worker import timed_baselines, timed_metrics, timed_verdict
-
     ta, case, t = ex.timed_apart, ex.cases[index], ex.target
     p = case.params
 

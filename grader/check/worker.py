@@ -24,6 +24,7 @@ from .. import config
 from .gate import WorkerGate, _write
 from .judge import HandedRun, untimed_cases
 from .ptx import spin
+from .verdict import compare_outputs, timed_baselines, timed_metrics, timed_verdict, tolerances
 from .worker_config import WorkerConfig
 
 
@@ -230,34 +231,6 @@ def _rerun(ex, mod, p, inputs, before, outputs, expected):
     return _judge(ex, p, inputs, before, outputs, expected)
 
 
-def _tolerances(ex, p, names):
-    tol = ex.tolerance(p)
-    return tol if isinstance(tol, dict) else {name: tol for name in names}
-
-
-def compare_outputs(ex, p, outputs, expected) -> tuple[list[str], list[str]]:
-    """Each expected output against the exercise's tolerance: (problems, notes).
-    Also the separate judge's comparison (judge.py)."""
-    from .compare import compare
-    from .stats import compare_distribution
-
-    tols = _tolerances(ex, p, expected)
-    problems, notes = [], []
-    for name, exp in expected.items():
-        tol = tols[name]
-        if tol.kind == "distribution":
-            c = compare_distribution(name, outputs[name], exp, tol.alpha, tol.pairs)
-            notes.append(c.message())
-        else:
-            exact = tol.kind == "exact"
-            c = compare(name, outputs[name], exp, 0.0 if exact else tol.rtol, 0.0 if exact else tol.atol)
-            notes.append(f"{name} exact" if exact else
-                         f"{name} max abs err {c.max_abs_err:.2g} (rtol {tol.rtol:g}, atol {tol.atol:g})")
-        if not c.ok:
-            problems.append(c.message())
-    return problems, notes
-
-
 def _judge(ex, p, inputs, before, outputs, expected):
     from .compare import unchanged
     from .guard import damage
@@ -346,13 +319,6 @@ def _value(target, p, nbytes_or_none, timing) -> float:
     return timing.median_ms * 1e3
 
 
-def _ratio(target, yours: float, theirs: float) -> float:
-    """How many times the baseline: more is better for every kind (latency: x faster)."""
-    if target.kind == "latency":
-        return theirs / yours if yours else float("inf")
-    return yours / theirs if theirs else float("inf")
-
-
 def _baseline_fns(ex, target, p, inputs, baselines):
     """name -> (callable, bytes it moves or None) for the baselines to time beside the kernel."""
     from ..bench import ceiling_baseline
@@ -382,56 +348,6 @@ def _ceiling(target, p, gbps: float, value: float):
             return (f"{value:.0f} TFLOP/s is above this GPU's dense {dtype} tensor-core peak ({tc:.0f} TFLOP/s): "
                     "the kernel cannot have done the work it had to")
     return None
-
-
-def _fmt(value: float, unit: str) -> str:
-    return f"{value:.0f} {unit}" if unit == "GB/s" else f"{value:.1f} {unit}"
-
-
-def timed_baselines(t, calibrated: dict | None) -> list:
-    """The baselines timed beside a timed case: the target's every one, none where a class run
-    calibrated the graded one (`calibrated`)."""
-    return [t.baseline, *t.also] if calibrated is None else []
-
-
-def timed_metrics(t, yours: float, values: dict, calibrated: dict | None, sizes: dict, more: dict) -> dict:
-    """A timed case's metrics, from its value (`yours`) and the baselines' timed beside it (`values`:
-    name -> value), in the target's unit, or the graded one's calibration (`calibrated`); `sizes` (bytes,
-    GB/s) follow the target, `more` (how it was timed) the baselines. Every way of timing a case (measure,
-    timed_apart.judge_case) builds its row here and in timed_verdict: the scores, gradebook and reports
-    read the same fields from each."""
-    graded = values[t.baseline.name] if calibrated is None else calibrated["value"]
-    ratio = _ratio(t, yours, graded)
-    metrics = {"kind": t.kind, "unit": t.unit, "value": yours, "baseline": t.baseline.name,
-               "baseline_label": t.baseline.label, "baseline_value": graded, "ratio": ratio, "target": t.ratio,
-               **sizes, "calibrated": calibrated is not None, f"{t.baseline.name}_ratio": ratio,
-               "baselines": {b.name: {"label": b.label, "value": values[b.name], "ratio": _ratio(t, yours, values[b.name])}
-                             for b in timed_baselines(t, calibrated)},
-               **more}
-    for b in t.also:
-        if b.name in values:
-            metrics[f"{b.name}_ratio"] = _ratio(t, yours, values[b.name])
-    return metrics
-
-
-def timed_verdict(ex, metrics: dict, how: str) -> tuple[str, str]:
-    """A timed case's status and detail from its metrics (timed_metrics): its value against the graded
-    baseline and the target, each `also` baseline timed beside it, `how` it was timed (the detail's
-    middle), and the required `also` baselines it falls short of (verdict)."""
-    t = ex.target
-    yours, graded, ratio, timed = metrics["value"], metrics["baseline_value"], metrics["ratio"], metrics["baselines"]
-    base = f"{t.baseline.label} ({_fmt(graded, t.unit)}" + (", measured once for this grading run)"
-                                                            if metrics["calibrated"] else ")")
-    head = (f"{yours:.1f} us = {ratio:.2f}x faster than {base}, target {t.ratio:g}x" if t.kind == "latency"
-            else f"{_fmt(yours, t.unit)} = {ratio:.3f}x {base}, target {t.ratio:.2f}x")
-    also = [b for b in t.also if b.name in timed]
-    detail = head + "".join(f"; {timed[b.name]['ratio']:.2f}x {b.label} ({_fmt(timed[b.name]['value'], t.unit)})"
-                            for b in also) + how
-    # `also` baselines with a required ratio are graded too (measured in this run only)
-    short = [b for b in also if b.required is not None and timed[b.name]["ratio"] < b.required]
-    if short:
-        detail += "; below " + ", ".join(f"{b.required:g}x {b.label}" for b in short)
-    return verdict(ex, ratio, short, detail)
 
 
 def measure(ex, mod, case, flusher, calibrated=None, gate=None) -> tuple[str, str, dict]:
@@ -511,16 +427,7 @@ def _timed_calls(ex, mod, p, inputs, outputs, expected, before):
     for _ in range(CONTENTS - 1):
         other = other_content(before)
         contents.append((other, ex.reference(p, {**inputs, **{k: v.clone() for k, v in other.items()}})))
-    return TimedCalls(ex, mod, p, inputs, outputs, contents, _tolerances(ex, p, expected), poison)
-
-
-def verdict(ex, ratio: float, short: list, detail: str) -> tuple[str, str]:
-    """A timed case's status: its ratio at the target and every required `also` baseline met (`short`:
-    those not met). Falling short, the detail ends with the spec's note on its target."""
-    passed = ratio >= ex.target.ratio and not short
-    if not passed and ex.target_note:
-        detail += f". About the target: {ex.target_note}"
-    return ("pass" if passed else "fail"), detail
+    return TimedCalls(ex, mod, p, inputs, outputs, contents, tolerances(ex, p, expected), poison)
 
 
 def calibrate(exercise_id: str) -> dict[str, dict]:

@@ -2,7 +2,7 @@
 
 Each grading is a Ray task holding one GPU (`num_gpus=1`): Ray pins the task's process to that GPU
 (CUDA_VISIBLE_DEVICES), and the task runs the submission exactly as a local slot does
-(grade.grade_one): in the isolated, sandboxed grading process, with that GPU's baseline measured
+(lane.grade_one): in the isolated, sandboxed grading process, with that GPU's baseline measured
 once for the run (cached on the node per GPU and exercise). ADDRESS is an existing cluster's
 (`ray start --head` on the instructor's machines; "auto" finds the one this host belongs to);
 without it a local cluster is started for the run, with the GPUs of `--gpus`, and stopped after.
@@ -114,7 +114,7 @@ def ray_grade(payload: dict) -> dict:
     """One grading, in a Ray task holding one GPU (Ray has set CUDA_VISIBLE_DEVICES to it)."""
     from .. import exercises
     from ..check import prepare, sandbox
-    from .grade import GradingItem, grade_one, graded_on, measure_baselines
+    from .lane import GradingItem, grade_one, graded_on, measure_baselines
 
     t0 = time.perf_counter()
     node = _node_dir(payload["run_id"])
@@ -301,7 +301,7 @@ class RaySession:
                                                                "compile-only stages)"))
 
     def grade(self, items: list, runtime_exercises: list[str], on_done, run_info: dict, save_run) -> dict:
-        """Grade `items` (grade.GradingItem, from grade_class) as Ray tasks of one GPU each, calling
+        """Grade `items` (lane.GradingItem, from grade_class) as Ray tasks of one GPU each, calling
         `on_done(student, exercise, record, where)` here as each comes back. Returns {"per_gpu": {host/GPU: {"graded", "busy_s", "setup_s"}}, "errors": [...]}."""
         import ray
 

@@ -761,7 +761,7 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     the report projects a 300-student class over every exercise from them (projection())."""
     from .. import exercises
     from ..classroom import grade_class
-    from ..classroom.grade import GRADING_PROCESSES
+    from ..classroom.lane import GRADING_PROCESSES
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
