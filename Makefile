@@ -19,7 +19,7 @@ LAB_CMD   = $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
 	$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 EX ?= day01.scale_add
 
-.PHONY: setup lab test doctor check list flashinfer
+.PHONY: setup lab test doctor check list flashinfer site
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -37,6 +37,11 @@ lab: setup
 
 test: setup
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15
+
+# The executed notebooks of site/executed/ as a static site in site/_build/ (open site/_build/index.html).
+# No GPU needed. The copies themselves come from `python -m grader.maintain.site execute` (docs/maintainers.md).
+site: setup
+	$(PY) -m grader.maintain.site build
 
 # FlashInfer, the optional extra that the notebooks time beside your kernels (about 120 MB).
 flashinfer: setup

@@ -30,7 +30,7 @@ TOPICS = {
     9: "Tensor cores: `mma.sync` m16n8k16 fragments, `ldmatrix` (.x4, .trans), WMMA against PTX mma, "
        "swizzled shared memory",
     10: "GEMM optimization: register tiling, XOR swizzle, a `cp.async` ring, rasterization, the epilogue; "
-        "`wgmma` + TMA on sm_90a (not graded); FP8",
+        "Hopper's `wgmma` + TMA pipeline (mbarriers, a persistent grid, TMA stores); FP8",
     11: "Decode attention: the online-softmax state and its merge, GQA, split-KV, FlashInfer's paged KV cache, "
         "tensor cores for GQA groups (model: FlashInfer `decode.cuh`)",
     12: "Prefill attention, FlashAttention-2's structure: Q tiles per warp, a `cp.async` K/V ring in swizzled "
