@@ -54,8 +54,8 @@ RUN_LIMIT_S = 10.0
 # as OMP_NUM_THREADS too (toolchain.grading_env), where unset: OpenMP's threads, one per core, spin
 # while torch is imported (2.2 of 6.0 CPU-s per import on a 16-core H100 host).
 WORKER_CPU_THREADS = 4
-# A folder set in this variable is the gate (check/gate.py) of every check() in processes that see it,
-# when not given one: the self-test runs its checks side by side on one GPU, each timing with it alone.
+# A folder set in this variable is the gate (check/gate.py) of every check_sharing_gpu() (check/shared_gpu.py)
+# in processes that see it: the self-test runs its checks side by side on one GPU, each timing with it alone.
 GATE_ENV = "COURSE_GPU_GATE"
 
 # GPU memory a grading process keeps in torch's allocator from one case to the next (more is given back

@@ -1,6 +1,11 @@
 import pytest
 
 from grader import toolchain
+from grader.check.shared_gpu import check_sharing_gpu as check  # noqa: F401  (the tests' check, below)
+
+# The tests grade with `check` from here: a learner's check, except in the GPU self-test, where the
+# tests run side by side and each check shares its GPU through the gate the self-test sets
+# ($COURSE_GPU_GATE; grader/check/shared_gpu.py).
 
 
 def gpu(test):

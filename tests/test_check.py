@@ -3,7 +3,7 @@ import pytest
 
 import grader
 from grader import config, toolchain
-from grader.check import check
+from conftest import check
 from conftest import gpu
 
 SOLUTION = grader.toolchain.SOLUTIONS / "day01" / "scale_add.cu"

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from grader import release, stubs, toolchain
-from grader.check import check
+from conftest import check
 from grader.exercises import day14
 
 SOLUTION = day14.DECODER.solution_path

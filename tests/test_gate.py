@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from grader.check.gate import CALLING, LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
+from grader.check.gate import ALONE_PHASE, CALLING, LISTENING, PAUSE, GpuGate, Supervised, WorkerGate
 
 
 class Process:
@@ -243,11 +243,11 @@ def test_a_grading_sees_when_another_on_its_gpu_is_inside_a_long_call(tmp_path):
 
 
 def test_a_check_whose_time_limit_beside_others_is_no_verdict_is_graded_again_alone(tmp_path, monkeypatch):
-    """check() beside other checks on its GPU (the self-test's gate): a time limit reached while another
+    """A check beside other checks on its GPU (shared_gpu.check_sharing_gpu, the self-test's gate): a time limit reached while another
     grading was inside a long call, or a stop for not pausing while another waited to time, is no verdict;
     the check runs again with the GPU to itself, and only that run counts (Prepared.judged_alone_only, as
     in class grading). A call of its own stopped past the run limit beside short calls stands."""
-    from grader.check import Prepared, Result, pipeline
+    from grader.check import Prepared, Result, pipeline, shared_gpu
 
     gate_root = tmp_path / "gpu-0"
     GpuGate(gate_root)
@@ -269,15 +269,16 @@ def test_a_check_whose_time_limit_beside_others_is_no_verdict_is_graded_again_al
 
     monkeypatch.setattr(pipeline, "prepare", lambda ex, path, quiet=False: Prepared(Result(ex.id, str(path), "gpu")))
     monkeypatch.setattr(pipeline, "run", fake_run)
+    monkeypatch.setattr(shared_gpu, "run", fake_run)
     monkeypatch.setattr(pipeline.toolchain, "gpu_present", lambda: False)
     monkeypatch.setattr(pipeline.toolchain, "start_gpu_probe", lambda: None)  # (no torch import in the background)
     for stop in stops:
         runs.clear()
-        result = pipeline.check("day01.scale_add", source=tmp_path / "x.cu", gate=str(gate_root))
+        result = shared_gpu.check_sharing_gpu("day01.scale_add", source=tmp_path / "x.cu", gate=str(gate_root))
         if stop != "hang of its own":
             assert runs == [(str(gate_root), False), (None, True)] and result.ok, stop
             first = [k for k in result.timings if k.startswith("first run beside other gradings")]
-            assert pipeline.ALONE_PHASE in result.timings and len(first) == 1
+            assert ALONE_PHASE in result.timings and len(first) == 1
             assert ("not paused" in first[0]) == (stop == "not paused")
         else:
             assert runs == [(str(gate_root), False)] and not result.ok

@@ -23,7 +23,8 @@ import pytest
 
 from grader import toolchain
 from grader.build import build, symbols
-from grader.check import check, sandbox
+from grader.check import sandbox
+from conftest import check
 from grader.check.supervise import isolate
 from grader.classroom import grade_class
 from grader.maintain import selftest

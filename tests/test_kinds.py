@@ -8,7 +8,7 @@ import pytest
 from conftest import gpu
 
 from grader import exercises
-from grader.check import check
+from conftest import check
 from grader.check.compare import compare
 from grader.check.stats import chi_square_p_value, compare_distribution
 from grader.spec import dot_tolerance

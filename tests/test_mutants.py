@@ -14,7 +14,7 @@ import pytest
 from conftest import gpu
 from grader import config, exercises
 from grader.maintain import selftest
-from grader.check import check
+from conftest import check
 
 MUTANTS = selftest.all_mutants()
 STATIC = sorted(k for k, m in MUTANTS.items() if not m.needs_gpu)

@@ -93,7 +93,7 @@ def test_no_stub_keeps_the_token():
 
 def test_an_untouched_stub_is_recognised_and_an_edited_one_is_not():
     from grader import exercises
-    from grader.check import check
+    from conftest import check
     from grader.stubs import untouched_stub
 
     for ex in exercises.all_exercises().values():

@@ -107,7 +107,7 @@ def test_a_stub_fails_as_expected_by_its_outputs_or_its_own_template_checks():
     own template check refused it; a stub that did not compile or render never is. Day 13's stub is
     refused by "one source per specialization" before it runs."""
     from grader import exercises
-    from grader.check import check
+    from conftest import check
     from grader.check.result import Result
 
     day13, day02 = exercises.get("day13.act_and_mul_template"), exercises.get("day02.silu_and_mul")
@@ -179,7 +179,7 @@ def test_the_solutions_20_seeds_start_with_the_longest_and_report_in_the_courses
             started.append(exercise)
         return Result(exercise, "solution", "gpu")
 
-    monkeypatch.setattr(importlib.import_module("grader.check"), "check", fake_check)
+    monkeypatch.setattr(importlib.import_module("grader.check.shared_gpu"), "check_sharing_gpu", fake_check)
     scope = verify.Scope(["day13-day14"])
     rows = verify.many_seeds(lambda m: None, scope)
     assert started[0] == "day14.decoder"

@@ -429,3 +429,13 @@ def _synchronize() -> None:
                 torch.cuda.synchronize()
         except Exception:  # a lost context: the case that lost it says so
             pass
+
+
+# A grading's stages when a time limit it reached beside other gradings on its GPU was no verdict.
+ALONE_PHASE = "graded again with the GPU alone (a time limit reached beside other gradings)"
+
+
+def first_run_phase(prep) -> str:
+    """The timing line's name for a first run beside others that is no verdict (Prepared.judged_alone_only)."""
+    why = "not paused for another's timing" if prep.unpaused else "its time limit"
+    return f"first run beside other gradings (stopped: {why})"

@@ -7,7 +7,6 @@ a call and times the performance cases (supervise.py, worker.py).
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -353,16 +352,6 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str, w
         tmp.replace(cached)
 
 
-# A grading's stages when a time limit it reached beside other gradings on its GPU was no verdict.
-ALONE_PHASE = "graded again with the GPU alone (a time limit reached beside other gradings)"
-
-
-def first_run_phase(prep) -> str:
-    """The timing line's name for a first run beside others that is no verdict (Prepared.judged_alone_only)."""
-    why = "not paused for another's timing" if prep.unpaused else "its time limit"
-    return f"first run beside other gradings (stopped: {why})"
-
-
 def seed_list(seeds: int, secret_seed: int | None) -> list[Seed]:
     out = [Seed(str(s), s) for s in range(seeds)]
     secret = secret_seed if secret_seed is not None else secret_seed_from_env()
@@ -371,16 +360,24 @@ def seed_list(seeds: int, secret_seed: int | None) -> list[Seed]:
     return out
 
 
+def run_prepared(ex: Exercise, prep: Prepared, opts: RunOptions, warm=None, ncu_run=None,
+                 warm_sanitizers=None) -> Prepared:
+    """check()'s default `run_step`: run the prepared submission once (pipeline.run); the Prepared whose
+    result is the verdict."""
+    run(ex, prep, opts, warm, ncu_run, warm_sanitizers=warm_sanitizers)
+    return prep
+
+
 def check(exercise: str, source: str | Path | None = None, solutions: bool | None = None,
           seeds: int = config.PUBLIC_SEEDS, secret_seed: int | None = None, perf: bool = True,
           timeout: float | None = None, quiet: bool = False, sanitize: str | None = None,
-          sanitizers: tuple[str, ...] | None = None, gate: str | None = None) -> Result:
+          sanitizers: tuple[str, ...] | None = None, run_step=run_prepared) -> Result:
     """Grade one exercise. `source` defaults to the learner's file under kernels/.
     `sanitize` ("memcheck" or "racecheck") runs the small cases under compute-sanitizer instead;
     `sanitizers` runs them under these tools too, after a clean run (as class grading does; default
     config.CHECK_SANITIZERS where compute-sanitizer is installed and a GPU is present).
-    `gate`: the folder of the GPU's gate (check/gate.py) when other checks run beside this one on
-    its GPU (the self-test; default: $COURSE_GPU_GATE, config.GATE_ENV): each timing has it alone."""
+    `run_step(ex, prep, opts, warm, ncu_run, warm_sanitizers)` runs the prepared submission and returns
+    the Prepared whose result is the verdict (default: once; shared_gpu.check_sharing_gpu passes its own)."""
     t0, t0_wall = time.perf_counter(), time.time()
     toolchain.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
     ex = _exercises.get(exercise)
@@ -389,7 +386,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     if learner_default:
         sanitizers = config.CHECK_SANITIZERS if toolchain.compute_sanitizer() and toolchain.gpu_present() else ()
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
-                      sanitizers=() if sanitize else tuple(sanitizers), gate=gate or os.environ.get(config.GATE_ENV) or None,
+                      sanitizers=() if sanitize else tuple(sanitizers),
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s,
                       sanitize_max_bytes=config.CHECK_SANITIZE_MAX_BYTES if learner_default else None)
     # The grading processes start now, beside the static checks and the build: their torch, CUDA
@@ -417,22 +414,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     t_warm = time.perf_counter() - t_warm
     try:
         prep = prepare(ex, path, quiet=quiet)
-        untouched = copy.deepcopy(prep) if opts.gate else None
-        t_run = time.perf_counter()
-        run(ex, prep, opts, warm, ncu_run, warm_sanitizers=warm_sanitizers)
-        if untouched is not None and prep.judged_alone_only():
-            # Beside other checks on its GPU (the self-test), a kernel that hangs in one of them can hold
-            # this one's calls back past their limit, and one stopped for not pausing while another waited
-            # to time has no verdict of its own:
-            # graded again with the GPU to itself, that run alone counts, as in class grading.
-            untouched.result.add_time(first_run_phase(prep), time.perf_counter() - t_run)
-            t_again = time.perf_counter()
-            with GpuGate(opts.gate).alone() as lone:
-                run(ex, untouched, replace(opts, gate=None))
-                if untouched.timed_out:  # (as a stop beside the others is: supervise.run_worker)
-                    lone.note_stopped()
-            untouched.result.add_time(ALONE_PHASE, time.perf_counter() - t_again)
-            prep = untouched
+        prep = run_step(ex, prep, opts, warm, ncu_run, warm_sanitizers)
     finally:
         t_stop = time.perf_counter()
         for label, w in zip(("grading process", "launch check's process"), warm or ()):

@@ -14,8 +14,7 @@ from typing import NamedTuple
 from .. import exercises as _exercises
 from .. import toolchain
 from ..check import Prepared, Result, RunOptions, run
-from ..check.gate import GpuGate
-from ..check.pipeline import ALONE_PHASE, first_run_phase
+from ..check.gate import ALONE_PHASE, GpuGate, first_run_phase
 from ..check.supervise import WarmWorker
 from .reports import score
 from .slots import Later, slot_gate

@@ -258,8 +258,8 @@ def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | No
     """Every solution's correctness over 20 seeds, and its small cases under compute-sanitizer
     as class grading runs them: a grader that fails a right answer is worse than none. An exercise
     not started by `deadline` (time.monotonic()) is not run, one still running at `end` is stopped
-    there, and its row says so."""
-    from ..check import check
+    there, and its row says so. Beside the self-test's tests: each check shares its GPU (shared_gpu)."""
+    from ..check import shared_gpu
 
     def not_run(ex, why):
         log(f"{ex.id} solution over {config.FALSE_FAILURE_SEEDS} seeds: not run ({why})")
@@ -274,8 +274,8 @@ def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | No
         limit = ex.timeout_s * config.FALSE_FAILURE_SEEDS / config.PUBLIC_SEEDS
         capped = end is not None and end - time.monotonic() < limit
         t_check = time.perf_counter()
-        res = check(ex.id, solutions=True, perf=False, seeds=config.FALSE_FAILURE_SEEDS, quiet=True,
-                    sanitizers=config.CLASS_SANITIZERS, timeout=max(1.0, end - time.monotonic()) if capped else limit)
+        res = shared_gpu.check_sharing_gpu(
+            ex.id, solutions=True, perf=False, seeds=config.FALSE_FAILURE_SEEDS, quiet=True, sanitizers=config.CLASS_SANITIZERS, timeout=max(1.0, end - time.monotonic()) if capped else limit)
         if not res.ok and capped and time.monotonic() >= end - 1.0:
             return not_run(ex, "stopped unfinished: the self-test's time was up")
         cases = [i for i in res.items if i.group == "correctness"]
