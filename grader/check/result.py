@@ -182,8 +182,8 @@ class Result:
         import matplotlib.pyplot as plt
 
         perf = [i for i in self.performance() if i.metrics.get("baselines") is not None]
-        if ax is None:
-            _, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(perf)), 3.4))
+        if ax is None:  # 2.2 in per case for its wrapped name, and room at the right for the legend
+            _, ax = plt.subplots(figsize=(max(4.4, 2.2 * len(perf)) + 3.0, 3.4))
         if not perf:
             ax.text(0.5, 0.5, "no performance measured\n(" + ("no GPU" if self.mode != "gpu" else "not timed") + ")",
                     ha="center", va="center", transform=ax.transAxes)
@@ -197,7 +197,7 @@ class Result:
         for k, name in enumerate(others, 1):  # where each other baseline stands against the graded one
             ax.bar([x - 0.4 + width * (k + 0.5) for x in xs],
                    [i.metrics["ratio"] / i.metrics["baselines"][name]["ratio"] for i in perf], width=width,
-                   label=m0["baselines"][name]["label"])
+                   label=textwrap.fill(m0["baselines"][name]["label"], 30))
         ax.axhline(m0["target"], color="k", ls="--", lw=1, label="target")
         ax.axhline(1.0, color="gray", ls=":", lw=1)
         # long case names wrap on their own lines rather than run into each other; the y label wraps too
