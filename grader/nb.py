@@ -372,16 +372,28 @@ def _reported_solution(exercise: str) -> tuple[dict, dict] | None:
 def reported_result(exercise: str):
     """The reference solution's graded run from the committed GPU reports (the newest that graded it),
     as a Result whose performance rows plot like a learner's (`.plot()`); None if none has it. Its
-    `caption` says which GPU and when."""
+    `caption` says which GPU and when. Its timed rows are judged against the spec's target as it is now
+    (a report may predate a change of target: the plot's target line is the one a check applies); a run
+    timed against another baseline than the spec's is not this exercise's result (None)."""
+    from . import exercises
     from .check.result import Result
 
     found = _reported_solution(exercise)
     if found is None:
         return None
     row, env = found
+    spec = exercises.get(exercise).target
+    if any(i.get("metrics", {}).get("baseline", spec.baseline.name) != spec.baseline.name
+           for i in row.get("items", []) if i["group"] == "performance" and i.get("metrics")):
+        return None
+    target = spec.ratio
     res = Result(exercise, f"solutions/ ({report_caption(env)})", "gpu")
     for item in row.get("items", []):
-        res.add(item["group"], item["name"], item["status"], item.get("detail", ""), item.get("metrics"))
+        metrics, status = item.get("metrics"), item["status"]
+        if item["group"] == "performance" and metrics and "ratio" in metrics:
+            metrics = dict(metrics, target=target)
+            status = "pass" if metrics["ratio"] >= target else "fail"
+        res.add(item["group"], item["name"], status, item.get("detail", ""), metrics)
     res.caption = report_caption(env)
     return res
 
@@ -397,8 +409,8 @@ def plot_result(result, ax=None):
         return None
     ref = reported_result(result.exercise)
     if ref is None or not ref.performance():
-        print("Skipped: the performance plot needs a CUDA GPU, and the committed GPU report has none for "
-              f"{result.exercise}.")
+        print("Skipped: the performance plot needs a CUDA GPU, and the committed GPU reports have no run of "
+              f"{result.exercise}'s reference timed against its baseline as the spec states it now.")
         return None
     print(f"No GPU here, so your kernel was not timed. The plot shows the reference solution, {ref.caption}:"
           " what the target means on that GPU.")

@@ -84,11 +84,11 @@ def test_the_reference_plot_without_a_gpu_comes_from_the_newest_report_that_grad
     reference solution's plot, from the newest run that graded the exercise, captioned with its GPU."""
     import json
 
-    from grader import nb
+    from grader import exercises, nb
 
-    def report(gpu, date, ratio):
+    def report(gpu, date, ratio, baseline="sdpa", target=0.5):
         item = {"group": "performance", "name": "case", "status": "pass", "detail": "",
-                "metrics": {"value": 1.0, "unit": "GB/s", "ratio": ratio, "baseline": "copy", "target": 0.9}}
+                "metrics": {"value": 1.0, "unit": "TFLOP/s", "ratio": ratio, "baseline": baseline, "target": target}}
         return {"environment": {"gpu": gpu, "date": date},
                 "grading": [{"exercise": "day12.flash_attention", "kind": "solution", "items": [item]}]}
 
@@ -99,7 +99,14 @@ def test_the_reference_plot_without_a_gpu_comes_from_the_newest_report_that_grad
     ref = nb.reported_result("day12.flash_attention")
     assert ref.caption.startswith("measured on H100 on 2026-11-26")
     assert [i.metrics["ratio"] for i in ref.performance()] == [0.91]
+    # judged against the spec's target as it is now, not the one the report recorded
+    target = exercises.get("day12.flash_attention").target.ratio
+    assert [(i.metrics["target"], i.status) for i in ref.performance()] == [(target, "pass" if 0.91 >= target else "fail")]
     assert nb.reported_result("day11.batch_decode") is None
+    # a run timed against another baseline than the spec's is not shown as this exercise's result
+    (tmp_path / "gpu-verification-day12.json").write_text(json.dumps(report("H100", "2026-11-26 13:00 UTC", 0.91, "copy")))
+    (tmp_path / "gpu-verification-day10-day12.json").unlink()
+    assert nb.reported_result("day12.flash_attention") is None
 
 
 def test_a_stub_fails_as_expected_by_its_outputs_or_its_own_template_checks():
