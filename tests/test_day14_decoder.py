@@ -387,3 +387,24 @@ def test_graph_baseline_captures_once_then_only_replays(monkeypatch):
     assert events == ["replay"] * 3 and all(g is base.logits for g in got)
     monkeypatch.undo()
     assert torch.equal(base.logits, day14._Baseline(p, inputs, "eager", cfg)())
+
+
+def test_a_submitted_module_builds_on_the_kernels_beside_it(tmp_path):
+    """In a class submission (STUDENT/day14/decoder.py) the module builds on that student's own kernels,
+    STUDENT/dayNN/..., where the submission has them (a learner's own are beside kernels/day14/ in the same
+    way): a broken one there fails the module, saying which file."""
+    from grader import exercises
+
+    student = tmp_path / "alice"
+    (student / "day14").mkdir(parents=True)
+    (student / "day14" / "decoder.py").write_text(SOLUTION.read_text())
+    for dep in day14.DEPENDS_ON:
+        ex = exercises.get(dep)
+        (student / ex.day).mkdir(exist_ok=True)
+        text = ex.solution_path.read_text()
+        if dep == "day02.silu_and_mul":
+            text += "\nvoid helper() { system(\"true\"); }\n"
+        (student / ex.day / ex.stub_path.name).write_text(text)
+    result = check("day14.decoder", source=student / "day14" / "decoder.py", perf=False, seeds=1, quiet=True)
+    failed = [i for i in result.failures if i.name.startswith("uses day02.silu_and_mul")]
+    assert failed and "alice/day02/silu_and_mul.cu" in failed[0].name, str(result)

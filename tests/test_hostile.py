@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import toolchain
+from grader import exercises, toolchain
 from grader.build import build, symbols
 from grader.check import sandbox
 from conftest import check
@@ -265,6 +265,59 @@ def test_class_grading_refuses_every_hostile_submission_and_keeps_the_gradebook(
         assert not f.is_file() or "SECRET-GRADEBOOK" not in f.read_text(errors="replace"), f
     outside_after = sorted(p for p in tmp_path.rglob("*") if out not in p.parents and p != out)
     assert outside_after == outside_before, "something was written outside the output folder"
+
+
+# A Python module and a template are code too: a module that patches the judge's comparison, one that
+# reaches open() through __builtins__, a template that climbs to Python's internals, one that builds a
+# value of 1.5 GB. (python line, or template line) -> what the row says.
+HOSTILE_PYTHON = {
+    "patched_judge": ("import torch\ntorch.testing.assert_close = lambda *a, **k: None", "assigns to torch.testing.assert_close"),
+    "builtins_open": (f"__builtins__['open']('{CANARY}python', 'w')", "uses __builtins__"),
+}
+HOSTILE_TEMPLATES = {
+    "python_internals": ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "SecurityError"),
+    "huge_value": ("{% set s = 'x' * 1500000000 %}", "needed more than"),
+}
+
+
+def test_class_grading_of_hostile_python_and_templates_keeps_the_gradebook_honest(tmp_path):
+    """A class run (in the sandbox where it works) over Day 14's module and Day 13's template: each hostile
+    submission gets 0 points for the reason it deserves, the honest student's rows are as the solution's,
+    and nothing is written outside the output folder."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    decoder = (toolchain.SOLUTIONS / "day14" / "decoder.py").read_text()
+    template = (toolchain.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2").read_text()
+    include = '#include "course/vec.cuh"\n'
+    assert include in template
+
+    def put(student, day, name, text):
+        path = subs / student / day / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    put("honest", "day14", "decoder.py", decoder)
+    put("honest", "day13", "act_and_mul_template.cu.j2", template)
+    for dep in exercises.get("day14.decoder").depends_on:  # the kernels the module builds on: the student's own
+        dep_ex = exercises.get(dep)
+        put("honest", dep_ex.day, dep_ex.stub_path.name, dep_ex.solution_path.read_text())
+    for name, (line, _) in HOSTILE_PYTHON.items():
+        put(name, "day14", "decoder.py", decoder + "\n" + line + "\n")
+    for name, (line, _) in HOSTILE_TEMPLATES.items():
+        put(name, "day13", "act_and_mul_template.cu.j2", template.replace(include, f"{include}// {line}\n", 1))
+    Path(f"{CANARY}python").unlink(missing_ok=True)
+    before = sorted(p for p in tmp_path.rglob("*") if out not in p.parents and p != out)
+    exercises_ = ["day13.act_and_mul_template", "day14.decoder"]
+    assert grade_class(subs, out, only=exercises_, jobs=2, echo=lambda s: None) == 0
+    rows = {(r["student"], r["exercise"]): r for r in json.loads((out / "gradebook.json").read_text())}
+    for name, (_, says) in {**HOSTILE_PYTHON, **HOSTILE_TEMPLATES}.items():
+        ex_id = "day14.decoder" if name in HOSTILE_PYTHON else "day13.act_and_mul_template"
+        row = rows[(name, ex_id)]
+        assert row["score"] == 0 and row["verdict"] == "fail" and says in row["failure"], row
+    for ex_id in exercises_:
+        assert rows[("honest", ex_id)]["score"] > 0 and rows[("honest", ex_id)]["verdict"] != "fail", rows[("honest", ex_id)]
+    assert not Path(f"{CANARY}python").exists()
+    after = sorted(p for p in tmp_path.rglob("*") if out not in p.parents and p != out)
+    assert after == before, "something was written outside the output folder"
 
 
 # ------------------------------------------------------------------ the sandbox itself

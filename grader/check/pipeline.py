@@ -239,14 +239,16 @@ def _prepare_python(ex: Exercise, src: _build.Source, prep: Prepared, path: Path
 
 def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | None:
     """The learner files of the exercises a Python module builds on: the solutions when the module is
-    the exercise's solution (or with COURSE_USE_SOLUTIONS=1), else the learner's own kernels/ files.
-    Each passes its source checks; on a GPU it is built (not loaded) and its objects link-checked.
-    Returns {exercise id: its build} ({} without a GPU), or None on a failure."""
-    solutions = True if Path(path).resolve() == ex.solution_path.resolve() else None
+    the exercise's solution (or with COURSE_USE_SOLUTIONS=1), else the learner's own: the files beside the
+    module in the same layout (a class submission's STUDENT/dayNN/, the course's kernels/dayNN/), or
+    kernels/ where the submission has none. Each passes its source checks; on a GPU it is built (not loaded)
+    and its objects link-checked. Returns {exercise id: its build} ({} without a GPU), or None on a failure."""
+    solutions = Path(path).resolve() == ex.solution_path.resolve() or os.environ.get("COURSE_USE_SOLUTIONS") == "1"
     built = {}
     for dep_id in ex.depends_on:
         dep = _exercises.get(dep_id)
-        dep_path = default_source(dep, solutions)
+        beside = Path(path).resolve().parent.parent / dep.day / dep.stub_path.name
+        dep_path = beside if not solutions and beside.is_file() else default_source(dep, solutions)
         label = f"uses {dep_id} ({_build.display_path(dep_path)})"
         scratch = Result(dep.id, str(dep_path), result.mode)
         try:
