@@ -3,7 +3,7 @@
     import grader
     grader.check("day02.silu_and_mul")      # a Result: a table in a notebook, text in a terminal
 """
-from . import toolchain
+from . import paths, toolchain
 
 toolchain.quiet_torch_notices()  # torch's "No CUDA runtime is found" on machines without a GPU
 toolchain.cuda_home()  # torch reads CUDA_HOME once, when cpp_extension is first imported
@@ -11,4 +11,4 @@ toolchain.cuda_home()  # torch reads CUDA_HOME once, when cpp_extension is first
 from .check import check  # noqa: E402
 from .exercises import all_exercises  # noqa: E402
 
-__all__ = ["check", "all_exercises", "toolchain"]
+__all__ = ["check", "all_exercises", "paths", "toolchain"]

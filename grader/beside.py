@@ -158,7 +158,7 @@ def modules(exercise_id: str, result=None) -> dict:
     "yours" (an unfinished sampler returns at once, 20x "faster" than FlashInfer)."""
     from . import exercises
     from .build import BuildError, build
-    from .toolchain import ROOT
+    from .paths import ROOT
 
     ex = exercises.get(exercise_id)
     mods = {"solution": build([ex.solution_path], name=f"{ex.day}_{ex.name}_solution", quiet=True).module}

@@ -19,10 +19,10 @@ from . import config
 from .options import OPTIONS, check_kwargs
 
 def cmd_list(args) -> int:
-    from . import exercises, toolchain
+    from . import exercises, paths
 
     for ex in exercises.all_exercises().values():
-        rel = lambda p: p.relative_to(toolchain.ROOT)  # noqa: E731
+        rel = lambda p: p.relative_to(paths.ROOT)  # noqa: E731
         print(f"{ex.id:<22} {ex.title}")
         print(f"    {ex.summary}")
         print(f"    your file  {rel(ex.stub_path)} (about {ex.lines_to_write} lines to write)\n"

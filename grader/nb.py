@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import toolchain
+from . import paths, toolchain
 
 
 # The oldest compute capability whose GPUs run this notebook's kernels (setup(day)); None: any.
@@ -37,7 +37,7 @@ def setup(day: str | None = None) -> str:
     _day_min_arch = exercises.day_min_arch(day) if day else None
     mode = toolchain.mode()
     feats = toolchain.load_inline_features()
-    print(f"course root   {toolchain.ROOT}")
+    print(f"course root   {paths.ROOT}")
     print(f"torch         {torch.__version__} (CUDA {torch.version.cuda}), nvcc {toolchain.nvcc_version()}")
     if mode == "gpu":
         p = torch.cuda.get_device_properties(0)
@@ -269,7 +269,7 @@ def passes(addresses, width: int = 4) -> int:
 
 
 # ----------------------------------------------------- the committed GPU report, where there is no GPU
-REPORT = toolchain.ROOT / "reports" / "gpu-verification.json"
+REPORT = paths.ROOT / "reports" / "gpu-verification.json"
 # `verify --notebooks-only` runs: of the whole course (gpu-notebooks.json) or of some days (gpu-notebooks-day05-day06.json)
 NOTEBOOK_REPORTS = "gpu-notebooks*.json"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import toolchain
+from . import paths
 from .stubs import ReleaseError, lines_to_write, make_stub, markers, stub_hash, untouched_stub
 
 TARGET_TOKEN = "@TARGET@"
@@ -53,14 +53,14 @@ class Planned:
 
 def plan() -> list[Planned]:
     planned = []
-    for sol in sorted([*toolchain.SOLUTIONS.glob("day*/*.cu"), *toolchain.SOLUTIONS.glob("day*/*.cu.j2"),
-                       *toolchain.SOLUTIONS.glob("day*/*.py")]):
-        rel = sol.relative_to(toolchain.ROOT)
+    for sol in sorted([*paths.SOLUTIONS.glob("day*/*.cu"), *paths.SOLUTIONS.glob("day*/*.cu.j2"),
+                       *paths.SOLUTIONS.glob("day*/*.py")]):
+        rel = sol.relative_to(paths.ROOT)
         _, _, _, header, header_rx = markers(sol)
         solution = sol.read_text(encoding="utf-8")
         body = fill_target(make_stub(solution, str(rel)), sol, str(rel))
         text = header.format(n=lines_to_write(solution, str(rel)), src=rel.as_posix(), h=stub_hash(body)) + body
-        stub = toolchain.KERNELS / sol.parent.name / sol.name
+        stub = paths.KERNELS / sol.parent.name / sol.name
         if not stub.exists():
             state = "new"
         else:
@@ -79,7 +79,7 @@ def release(check: bool = False, force: bool = False, echo=print) -> int:
     """Write the stubs (or with check=True, report drift). Returns an exit code."""
     code = 0
     for p in plan():
-        rel_stub = p.stub.relative_to(toolchain.ROOT)
+        rel_stub = p.stub.relative_to(paths.ROOT)
         if p.state == "up to date":
             echo(f"ok       {rel_stub}")
             continue

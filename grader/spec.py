@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import config, toolchain
+from . import config, paths, toolchain
 from .build.source import Source
 from .stubs import lines_to_write
 
@@ -321,11 +321,11 @@ class Exercise:
 
     @property
     def stub_path(self) -> Path:
-        return toolchain.KERNELS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
+        return paths.KERNELS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
 
     @property
     def solution_path(self) -> Path:
-        return toolchain.SOLUTIONS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
+        return paths.SOLUTIONS / self.day / f"{self.name}{LEARNER_FILES[self.learner_file]}"
 
     @property
     def lines_to_write(self) -> int:

@@ -13,11 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-KERNELS = ROOT / "kernels"
-INCLUDE = KERNELS / "include"
-SOLUTIONS = ROOT / "solutions"
-NOTEBOOKS = ROOT / "notebooks"
+from . import paths
 
 # The architecture compiled for when there is no GPU to ask (the reference H200).
 DEFAULT_ARCH = "9.0"
@@ -267,7 +263,7 @@ def mode() -> str:
 def subprocess_env(root: str | Path | None = None, **extra: str) -> dict[str, str]:
     """The environment for a Python subprocess that imports the grader from `root`
     (the course root by default; class grading passes a copy without solutions/)."""
-    path = str(root or ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    path = str(root or paths.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     return dict(os.environ, PYTHONPATH=path, **extra)
 
 
@@ -352,12 +348,3 @@ def write_bytecode(root: str | Path | None = None, modules=BYTECODE_MODULES, gpu
 
 def python_info() -> str:
     return sys.version.split()[0]
-
-
-def display_path(p: str | Path) -> str:
-    """A path relative to the course root when it is inside it."""
-    p = Path(p).resolve()
-    try:
-        return str(p.relative_to(ROOT))
-    except ValueError:
-        return str(p)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from grader import config, exercises, toolchain
+from grader import config, exercises, paths, toolchain
 from grader.build import Source, compile_cubin
 from grader.check import Result, pipeline, sass_checks, static_checks
 from grader.spec import arch_key
@@ -14,7 +14,7 @@ from grader.spec import arch_key
 EXERCISES = [ex for ex in exercises.all_exercises().values() if ex.learner_file != "python"]
 OTHER_ARCHS = [a for a in config.ARCHS if a != toolchain.DEFAULT_ARCH]
 STUBS = {ex.stub_path for ex in exercises.all_exercises().values()}
-VERSION_FILES = sorted(p for p in toolchain.KERNELS.glob("day*/*.cu") if p not in STUBS)
+VERSION_FILES = sorted(p for p in paths.KERNELS.glob("day*/*.cu") if p not in STUBS)
 
 
 def _day_min_arch(day: str) -> str:

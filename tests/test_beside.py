@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from grader import beside, exercises, toolchain
+from grader import beside, exercises, paths, toolchain
 
 
 def _notebook_cells():
     """(notebook, exercise id) for every "FlashInfer beside yours" code cell of the notebooks."""
     found = []
-    for path in sorted(toolchain.NOTEBOOKS.glob("day*.ipynb")):
+    for path in sorted(paths.NOTEBOOKS.glob("day*.ipynb")):
         for cell in json.loads(path.read_text())["cells"]:
             src = "".join(cell["source"])
             if cell["cell_type"] == "code" and "beside.measure(" in src:

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import toolchain
+from grader import paths
 
-ROOT = toolchain.ROOT
+ROOT = paths.ROOT
 DAY1 = "notebooks/day01_cuda_model_and_jit.ipynb"
 EXERCISE_FILE = "kernels/day01/scale_add.cu"
 SHOTS = ROOT / "reports" / "browser"

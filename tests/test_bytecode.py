@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import config, toolchain
+from grader import config, paths, toolchain
 from grader.check import sandbox
 from grader.check.supervise import isolate
 
@@ -45,10 +45,10 @@ def test_the_bytecode_cache_is_used_only_where_torch_has_no_bytecode(no_bytecode
 
 
 def test_the_bytecode_written_is_what_a_sandboxed_grading_process_reads_and_cannot_change(no_bytecode, tmp_path):
-    seconds = toolchain.write_bytecode(toolchain.ROOT, modules=("grader.config",))
+    seconds = toolchain.write_bytecode(paths.ROOT, modules=("grader.config",))
     prefix = toolchain.bytecode_prefix()
     assert seconds is not None and seconds > 0
-    source = toolchain.ROOT / "grader" / "config.py"
+    source = paths.ROOT / "grader" / "config.py"
     compiled = prefix / source.parent.relative_to("/") / f"config.{sys.implementation.cache_tag}.pyc"
     assert compiled.is_file(), sorted(p.name for p in prefix.rglob("*.pyc"))[:5]
     env = toolchain.grading_env()
@@ -93,7 +93,7 @@ def test_the_bytecode_written_beside_a_class_runs_start_touches_no_gpu(no_byteco
     modules and starts no CUDA context or profiler: it runs beside the GPUs' calibration."""
     ran = []
     monkeypatch.setattr(toolchain.subprocess, "run", lambda argv, **kw: ran.append(argv[-1]))
-    toolchain.write_bytecode(toolchain.ROOT, gpu=False)
-    toolchain.write_bytecode(toolchain.ROOT)
+    toolchain.write_bytecode(paths.ROOT, gpu=False)
+    toolchain.write_bytecode(paths.ROOT)
     assert "import_module('grader.check.worker')" in ran[0] and "warm_up" not in ran[0]
     assert "warm_up(profiler=True)" in ran[1]

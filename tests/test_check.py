@@ -2,11 +2,11 @@
 import pytest
 
 import grader
-from grader import config, toolchain
+from grader import config, paths, toolchain
 from conftest import check
 from conftest import gpu
 
-SOLUTION = grader.toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+SOLUTION = grader.paths.SOLUTIONS / "day01" / "scale_add.cu"
 
 
 def _submit(tmp_path, text, name="scale_add.cu"):
@@ -115,7 +115,7 @@ def test_html_table_keeps_kernel_names_whole():
 def test_stub_fails_correctness_cleanly(tmp_path):
     # A stub the learner has touched (an untouched one is refused before it runs: NOT STARTED)
     # builds, runs and fails its correctness check, with nothing else broken.
-    stub = (toolchain.KERNELS / "day01" / "scale_add.cu").read_text() + "\n// started\n"
+    stub = (paths.KERNELS / "day01" / "scale_add.cu").read_text() + "\n// started\n"
     result = check("day01.scale_add", source=_submit(tmp_path, stub), perf=False, seeds=1)
     assert not result.not_started and "never written" in _reason(result)
 
@@ -147,7 +147,7 @@ def test_memcheck_finds_a_write_one_past_the_end(tmp_path):
 
 @gpu
 def test_racecheck_finds_a_missing_syncthreads(tmp_path):
-    solution = grader.toolchain.SOLUTIONS / "day04" / "transpose.cu"
+    solution = grader.paths.SOLUTIONS / "day04" / "transpose.cu"
     text = solution.read_text().replace("  __syncthreads();\n", "\n")
     assert "__syncthreads();" not in text
     result = check("day04.transpose", source=_submit(tmp_path, text, "transpose.cu"), sanitize="racecheck",
@@ -454,7 +454,7 @@ def test_the_sass_checks_need_no_torch_import_and_the_mode_is_known_at_the_end(t
         "prep = pipeline.prepare(ex, ex.solution_path)\n"
         "assert prep.result.mode == 'compile-only', prep.result.mode\n"
     )
-    env = dict(toolchain.subprocess_env(), COURSE_FORCE_CPU="1", PYTHONPATH=str(toolchain.ROOT))
+    env = dict(toolchain.subprocess_env(), COURSE_FORCE_CPU="1", PYTHONPATH=str(paths.ROOT))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

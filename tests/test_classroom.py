@@ -7,11 +7,11 @@ import zipfile
 
 import pytest
 
-from grader import toolchain
+from grader import paths, toolchain
 from grader.classroom import HIDDEN, grade_class
 from grader.classroom.reports import _public
 
-SOLUTION = toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+SOLUTION = paths.SOLUTIONS / "day01" / "scale_add.cu"
 
 
 @pytest.fixture()
@@ -301,7 +301,7 @@ def test_the_calibration_measures_every_exercise_in_one_process_and_says_which_f
     started = []
     real_run = subprocess.run
     monkeypatch.setattr(subprocess, "run", lambda argv, **kw: started.append(argv) or real_run(argv, **kw))
-    got = lane.measure_baselines(str(toolchain.ROOT), ["day01.scale_add", "day02.silu_and_mul"])
+    got = lane.measure_baselines(str(paths.ROOT), ["day01.scale_add", "day02.silu_and_mul"])
     assert list(got) == ["day01.scale_add", "day02.silu_and_mul"] and len(started) == 1
     if toolchain.has_gpu():  # each its timed cases' baselines
         assert all(v and all(x["value"] > 0 for x in v.values()) for v in got.values()), got

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import config, toolchain
+from grader import config, paths, toolchain
 from grader.classroom import grade_class
 from grader.classroom import slots
 from grader.classroom.slots import resolve_gpus, run_on_slots
 
-SOLUTION = toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+SOLUTION = paths.SOLUTIONS / "day01" / "scale_add.cu"
 EXERCISE = "day01.scale_add"
 # What depends on where and when a grading ran, not on what it found.
 VOLATILE = ("seconds", "timings", "graded_on", "build_seconds")
@@ -502,7 +502,7 @@ def test_a_built_submission_travels_to_a_ray_task_whole(tmp_path):
     from grader.check import Prepared, Result
     from grader.classroom.ray_backend import _module_on_node, _module_payload
 
-    src = toolchain.SOLUTIONS / "day01" / "scale_add.cu"
+    src = paths.SOLUTIONS / "day01" / "scale_add.cu"
     built = build_checked(src, compile_cubin(src, host_object=True).host_object, "day01_scale_add")
     prep = Prepared(Result(EXERCISE, "s/day01/scale_add.cu", "gpu"), module_dir=str(built.directory),
                     module_name=built.name)
@@ -564,7 +564,7 @@ def test_the_preparation_counts_the_cpus_this_run_may_use():
     import sys
 
     code = "import os; os.sched_setaffinity(0, {0}); from grader import toolchain; print(toolchain.usable_cpus())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=toolchain.ROOT, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=paths.ROOT, check=True)
     assert out.stdout.strip() == "1"
 
 

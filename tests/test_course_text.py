@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from grader import toolchain
+from grader import paths
 
-ROOT = toolchain.ROOT
+ROOT = paths.ROOT
 
 # Each pattern, and why a learner cannot follow it.
 PROCESS_WORDS = {
@@ -41,7 +41,7 @@ PATTERNS = [(re.compile(p, re.IGNORECASE), why) for p, why in PROCESS_WORDS.item
 
 
 def _learner_files():
-    files = sorted(toolchain.NOTEBOOKS.glob("day*.ipynb"))
+    files = sorted(paths.NOTEBOOKS.glob("day*.ipynb"))
     files += sorted(p for p in (ROOT / "kernels").rglob("*") if p.suffix in (".cu", ".cuh"))
     files += sorted(p for p in (ROOT / "solutions").rglob("*") if p.is_file())
     files.append(ROOT / "README.md")
@@ -152,7 +152,7 @@ def _prose(path):
 
 
 def _commented_files():
-    files = sorted(toolchain.NOTEBOOKS.glob("day*.ipynb"))
+    files = sorted(paths.NOTEBOOKS.glob("day*.ipynb"))
     for top, pattern in (("grader", "*.py"), ("tests", "*.py"), ("kernels", "*"), ("solutions", "*")):
         files += sorted(p for p in (ROOT / top).rglob(pattern) if p.is_file())
     return [p for p in files if ".ipynb_checkpoints" not in p.parts and "__pycache__" not in p.parts]

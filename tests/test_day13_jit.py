@@ -5,7 +5,7 @@ tolerances pass the graded expressions evaluated in fp32 and reject a second rou
 import pytest
 import torch
 
-from grader import exercises, release, toolchain
+from grader import exercises, paths, release
 from grader.build import extension
 from conftest import check
 
@@ -43,13 +43,13 @@ def test_a_slow_repeat_request_is_caught(monkeypatch):
 
 
 def test_release_makes_a_templates_stub(tmp_path, monkeypatch):
-    solution = toolchain.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2"
-    committed = (toolchain.KERNELS / "day13" / solution.name).read_text()
+    solution = paths.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2"
+    committed = (paths.KERNELS / "day13" / solution.name).read_text()
     (tmp_path / "solutions" / "day13").mkdir(parents=True)
     (tmp_path / "solutions" / "day13" / solution.name).write_text(solution.read_text())
-    monkeypatch.setattr(toolchain, "SOLUTIONS", tmp_path / "solutions")
-    monkeypatch.setattr(toolchain, "KERNELS", tmp_path / "kernels")
-    monkeypatch.setattr(toolchain, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     assert release.release(echo=lambda s: None) == 0
     stub = tmp_path / "kernels" / "day13" / solution.name
     assert stub.read_text() == committed  # what kernels/day13 holds
@@ -106,7 +106,7 @@ def test_a_hostile_template_is_refused_when_rendered(tmp_path, monkeypatch, atta
     from grader.exercises import day13
 
     monkeypatch.setattr(day13, "RENDER_LIMIT_S", 0.5)
-    solution = (toolchain.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2").read_text()
+    solution = (paths.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2").read_text()
     path = tmp_path / "act_and_mul_template.cu.j2"
     path.write_text(solution.replace('#include "course/vec.cuh"\n', f'#include "course/vec.cuh"\n// {attack}\n', 1))
     result = check(EXERCISE, source=path, quiet=True, perf=False, seeds=1)

@@ -1,11 +1,11 @@
 """The README's table of days is rendered from the exercise specs (grader/maintain/days_table.py):
 the committed block must be what the specs render now."""
-from grader import exercises, toolchain
+from grader import exercises, paths
 from grader.maintain import days_table
 
 
 def test_the_readme_table_is_rendered_from_the_specs():
-    held = days_table.current((toolchain.ROOT / "README.md").read_text(encoding="utf-8"))
+    held = days_table.current((paths.ROOT / "README.md").read_text(encoding="utf-8"))
     assert held is not None, f"README.md has no block between {days_table.BEGIN!r} and {days_table.END!r}"
     assert held == days_table.render(), (f"README.md's table of days differs from the specs: run "
                                          f"`{days_table.COMMAND}` and commit README.md")

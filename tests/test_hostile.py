@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import exercises, toolchain
+from grader import exercises, paths, toolchain
 from grader.build import build, symbols
 from grader.check import sandbox
 from conftest import check
@@ -209,7 +209,7 @@ def test_what_the_extension_build_read_is_checked_too(tmp_path):
     with pytest.raises(BuildError) as err:
         build([broken], name="hostile_conditional", quiet=True, load=False)
     assert "SECRET-GRADEBOOK" not in err.value.summary() and "not shown" in err.value.summary()
-    clean = build([toolchain.SOLUTIONS / "day01" / "scale_add.cu"], name="clean_reads", quiet=True, load=False)
+    clean = build([paths.SOLUTIONS / "day01" / "scale_add.cu"], name="clean_reads", quiet=True, load=False)
     assert foreign_reads(clean.directory, "solutions/day01/scale_add.cu") == []
 
 
@@ -230,7 +230,7 @@ def test_building_does_not_load_the_module():
 def test_class_grading_refuses_every_hostile_submission_and_keeps_the_gradebook(tmp_path, listener):
     subs, out = tmp_path / "subs", tmp_path / "out"
     (subs / "honest" / "day02").mkdir(parents=True)
-    shutil.copy(toolchain.SOLUTIONS / "day02" / "silu_and_mul.cu", subs / "honest" / "day02" / "silu_and_mul.cu")
+    shutil.copy(paths.SOLUTIONS / "day02" / "silu_and_mul.cu", subs / "honest" / "day02" / "silu_and_mul.cu")
     assert grade_class(subs, out, only=[EXERCISE], jobs=4, echo=lambda s: None) == 0
     honest = out / "results" / "honest" / f"{EXERCISE}.json"
     before = honest.read_bytes()
@@ -285,8 +285,8 @@ def test_class_grading_of_hostile_python_and_templates_keeps_the_gradebook_hones
     submission gets 0 points for the reason it deserves, the honest student's rows are as the solution's,
     and nothing is written outside the output folder."""
     subs, out = tmp_path / "subs", tmp_path / "out"
-    decoder = (toolchain.SOLUTIONS / "day14" / "decoder.py").read_text()
-    template = (toolchain.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2").read_text()
+    decoder = (paths.SOLUTIONS / "day14" / "decoder.py").read_text()
+    template = (paths.SOLUTIONS / "day13" / "act_and_mul_template.cu.j2").read_text()
     include = '#include "course/vec.cuh"\n'
     assert include in template
 
@@ -371,7 +371,7 @@ def places():
 @needs_sandbox
 def test_sandbox_blocks_writes_hidden_files_and_the_network(places, listener):
     scratch, hidden, outside = places
-    argv = sandbox.wrap([sys.executable, "-c", SNIPPET, str(outside), str(hidden), str(PORT), str(toolchain.ROOT)],
+    argv = sandbox.wrap([sys.executable, "-c", SNIPPET, str(outside), str(hidden), str(PORT), str(paths.ROOT)],
                         scratch, hidden=[hidden])
     env = sandbox.environment(dict(os.environ, GRADER_SECRET_SEED="1234"))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
@@ -379,7 +379,7 @@ def test_sandbox_blocks_writes_hidden_files_and_the_network(places, listener):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["write scratch"] == "allowed" and (scratch / "in-scratch.txt").exists()
     assert report["write outside"].startswith("blocked") and outside.read_text() == "unchanged"
-    assert report["write course"].startswith("blocked") and not (toolchain.ROOT / "sandbox-was-here.txt").exists()
+    assert report["write course"].startswith("blocked") and not (paths.ROOT / "sandbox-was-here.txt").exists()
     assert report["read hidden"].startswith("blocked") and report["hidden listing"] == []
     assert report["write hidden"].startswith("blocked") and sorted(p.name for p in hidden.iterdir()) == ["secret.txt"]
     assert report["connect"].startswith("blocked") and listener.connections() == 0

@@ -4,15 +4,15 @@ Importing a package's submodule counts as importing that submodule, not the pack
 import ast
 from pathlib import Path
 
-from grader import toolchain
+from grader import paths
 
-PACKAGE = toolchain.ROOT / "grader"
+PACKAGE = paths.ROOT / "grader"
 
 
 def _modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(toolchain.ROOT).with_suffix("").parts
+        parts = path.relative_to(paths.ROOT).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 

@@ -2,7 +2,7 @@
 checks; stubs compile (and, on a GPU, fail correctness: see the GPU verification)."""
 import pytest
 
-from grader import exercises, toolchain
+from grader import exercises, paths
 from grader.build import compile_cubin, symbols
 from grader.check import sass_checks, static_checks
 from grader.check import Result
@@ -10,7 +10,7 @@ from grader.check import Result
 EXERCISES = list(exercises.all_exercises().values())
 # The .cu (and template) exercises: a Python-module exercise's checks are its own (tests/test_day14_decoder.py)
 KERNEL_EXERCISES = [ex for ex in EXERCISES if ex.learner_file != "python"]
-VERSION_FILES = sorted(p for p in toolchain.KERNELS.glob("day*/*.cu")
+VERSION_FILES = sorted(p for p in paths.KERNELS.glob("day*/*.cu")
                        if not any(p == ex.stub_path for ex in EXERCISES))
 
 
@@ -55,7 +55,7 @@ def test_kernel_version_compiles_without_spills_and_passes_the_link_checks(path)
     for k in report.kernels:
         assert k.spill_stores == 0 and k.spill_loads == 0, f"{k.name} spills"
     found = symbols.inspect(report.host_object)
-    exempt = LINK_EXEMPT.get(str(path.relative_to(toolchain.ROOT)))
+    exempt = LINK_EXEMPT.get(str(path.relative_to(paths.ROOT)))
     if exempt:
         assert not found.ok and exempt <= {x.what for x in found.calls}, symbols.summary(found.calls)
     else:
@@ -63,7 +63,7 @@ def test_kernel_version_compiles_without_spills_and_passes_the_link_checks(path)
 
 
 def test_link_exemptions_name_existing_versions():
-    assert all((toolchain.ROOT / f).exists() for f in LINK_EXEMPT)
+    assert all((paths.ROOT / f).exists() for f in LINK_EXEMPT)
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
@@ -80,5 +80,5 @@ def test_spec_is_complete(ex):
     if any(op.endswith(".128") for op in ex.required_sass):  # vector loads must cope with any pointer
         assert any(c.params.get("offset") for c in ex.cases), "a misaligned base pointer case"
     assert all(ex.tolerance(c.params).why for c in ex.cases)
-    nb = toolchain.ROOT / ex.notebook
+    nb = paths.ROOT / ex.notebook
     assert nb.exists() and f"## Exercise: {ex.name}" in nb.read_text()

@@ -137,7 +137,7 @@ def test_the_source_check_refuses_erf_in_the_tanh_exercise():
 
     from grader.check.result import Result
     from grader.check.static import static_checks
-    from grader.toolchain import SOLUTIONS
+    from grader.paths import SOLUTIONS
 
     text = (SOLUTIONS / "day03" / "gelu_tanh_and_mul.cu").read_text()
     ok = Result(GELU.id, "x.cu", "cpu")

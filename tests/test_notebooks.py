@@ -7,9 +7,9 @@ import types
 
 import pytest
 
-from grader import toolchain
+from grader import paths
 
-NOTEBOOKS = sorted(toolchain.NOTEBOOKS.glob("day*.ipynb"))
+NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("day*.ipynb"))
 
 
 def test_every_day_so_far_has_a_notebook():

@@ -39,13 +39,13 @@ def test_committed_stubs_match_their_solutions():
 
 
 def test_release_never_overwrites_a_learners_edits(tmp_path, monkeypatch):
-    from grader import toolchain
+    from grader import paths
 
     (tmp_path / "solutions" / "day09").mkdir(parents=True)
     (tmp_path / "solutions" / "day09" / "f.cu").write_text(SOLUTION)
-    monkeypatch.setattr(toolchain, "SOLUTIONS", tmp_path / "solutions")
-    monkeypatch.setattr(toolchain, "KERNELS", tmp_path / "kernels")
-    monkeypatch.setattr(toolchain, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     assert release.release(echo=lambda s: None) == 0
     stub = tmp_path / "kernels" / "day09" / "f.cu"
     assert release.release(check=True, echo=lambda s: None) == 0
@@ -58,14 +58,14 @@ def test_release_never_overwrites_a_learners_edits(tmp_path, monkeypatch):
 
 
 def test_target_token_becomes_the_specs_target(tmp_path, monkeypatch):
-    from grader import exercises, toolchain
+    from grader import exercises, paths
 
     (tmp_path / "solutions" / "day02").mkdir(parents=True)
     (tmp_path / "solutions" / "day02" / "silu_and_mul.cu").write_text(f"// Target: {release.TARGET_TOKEN}.\n{SOLUTION}")
     (tmp_path / "solutions" / "day02" / "other.cu").write_text(f"// {release.TARGET_TOKEN}\n{SOLUTION}")
-    monkeypatch.setattr(toolchain, "SOLUTIONS", tmp_path / "solutions")
-    monkeypatch.setattr(toolchain, "KERNELS", tmp_path / "kernels")
-    monkeypatch.setattr(toolchain, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     with pytest.raises(ReleaseError, match="no exercise's solution"):
         release.plan()
     (tmp_path / "solutions" / "day02" / "other.cu").unlink()
@@ -85,9 +85,9 @@ def test_target_text_names_the_baselines_that_must_be_reached_too():
 
 
 def test_no_stub_keeps_the_token():
-    from grader import toolchain
+    from grader import paths
 
-    stubs = [p for p in toolchain.KERNELS.glob("day*/*") if p.is_file() and release.TARGET_TOKEN in p.read_text()]
+    stubs = [p for p in paths.KERNELS.glob("day*/*") if p.is_file() and release.TARGET_TOKEN in p.read_text()]
     assert not stubs, stubs
 
 

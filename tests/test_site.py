@@ -10,10 +10,10 @@ from urllib.parse import unquote, urlparse
 import nbformat
 import pytest
 
-from grader import toolchain
+from grader import paths
 from grader.maintain import site
 
-NOTEBOOKS = sorted((toolchain.ROOT / "notebooks").glob("day*.ipynb"))
+NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("day*.ipynb"))
 
 
 @pytest.fixture(scope="module")

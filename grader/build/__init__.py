@@ -6,7 +6,7 @@ from .exports import ExportError, generate_binding, global_kernel_names, parse_e
 from .extension import (WARMUP_SOURCE, Built, build, build_checked, build_day, day_files, load_built, module_name,
                         prebuild_binding, precompiled_header)
 from .sass import CompileReport, KernelInfo, compile_cubin
-from ..toolchain import display_path
+from ..paths import display_path
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, Source, content_hash
 
 __all__ = ["WARMUP_SOURCE", "BuildError", "Built", "CompileReport", "ExportError", "KernelInfo", "NVCC_FLAGS", "Source",

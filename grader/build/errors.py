@@ -5,7 +5,7 @@ import os
 import re
 from pathlib import Path
 
-from ..toolchain import display_path
+from ..paths import display_path
 
 
 class BuildError(RuntimeError):

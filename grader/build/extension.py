@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import toolchain
+from .. import paths, toolchain
 from .errors import BuildError, parse_first_error
 from .exports import BINDING_PRELUDE, Export, generate_binding, global_kernel_names, parse_exports
 from .sass import assembler_deps_flags, dependency_files, foreign_files, reads_message, without_foreign_text
@@ -169,7 +169,7 @@ def cache_key(sources: list, binding: str, arch: str, features: dict, flags=()) 
     # The include folder is part of the key: two checkouts of the course never share a build (what a
     # build read is checked against the checkout's own headers).
     return content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda),
-                                  str(toolchain.nvcc_version()), str(toolchain.INCLUDE),
+                                  str(toolchain.nvcc_version()), str(paths.INCLUDE),
                                   arch, " ".join(_cuda_cflags(arch) + list(flags) + TORCH_NVCC_FLAGS), str(features)])
 
 
@@ -258,7 +258,7 @@ def build_checked(source, host_object: str | Path | None, name: str, quiet: bool
     binding, arch, features, import_name = _binding_for([source], exports, name)
     digest = hashlib.sha256(Path(host_object).read_bytes()).hexdigest()
     key = content_hash([], ["linked from a checked object", digest, binding, BINDING_VERSION, arch, str(features),
-                            str(toolchain.INCLUDE)])
+                            str(paths.INCLUDE)])
     module_name = _module_name(name, key)
     build_dir = toolchain.cache_dir() / "ext" / module_name
     library = build_dir / f"{import_name}.so"
@@ -403,14 +403,14 @@ def binding_key(binding: str, arch: str, features: dict) -> str:
     include folders (the course's headers are not read by it, but a checkout keeps its own)."""
     import torch
 
-    return content_hash([], [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(toolchain.INCLUDE),
+    return content_hash([], [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(paths.INCLUDE),
                              *map(str, toolchain.extra_include_dirs()), arch, str(features)])
 
 
 def _inline_kwargs(name: str, build_dir: Path, arch: str, features: dict, flags=()) -> dict:
     """load_inline's arguments shared by the binding's build and the kernels' builds."""
     kwargs = dict(name=name, extra_cuda_cflags=_cuda_cflags(arch) + list(flags),
-                  extra_include_paths=[str(toolchain.INCLUDE), *toolchain.extra_include_dirs(), str(_prelude_dir())],
+                  extra_include_paths=[str(paths.INCLUDE), *toolchain.extra_include_dirs(), str(_prelude_dir())],
                   build_directory=str(build_dir), verbose=False, with_cuda=True)
     if features["no_implicit_headers"]:
         kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
@@ -594,8 +594,8 @@ class _pch_lock:
 
 def day_files(day: str) -> list[Path]:
     """A day's kernel versions: kernels/dayNN/*.cu except the exercise files."""
-    exercises = {p.name for p in (toolchain.SOLUTIONS / day).glob("*.cu")}
-    return sorted(p for p in (toolchain.KERNELS / day).glob("*.cu") if p.name not in exercises)
+    exercises = {p.name for p in (paths.SOLUTIONS / day).glob("*.cu")}
+    return sorted(p for p in (paths.KERNELS / day).glob("*.cu") if p.name not in exercises)
 
 
 # A day's kernel versions are one translation unit of several files, and nvcc compiles a unit on

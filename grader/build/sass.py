@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import toolchain
+from .. import paths, toolchain
 from .demangle import demangle
 from .errors import BuildError, parse_first_error
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
@@ -227,7 +227,7 @@ def without_foreign_text(err: BuildError, source: Path, line_names) -> BuildErro
     headers says where, not what: its message and excerpt would quote that file."""
     if not err.file:
         return err
-    path = err.file if os.path.isabs(err.file) else str(toolchain.ROOT / err.file)
+    path = err.file if os.path.isabs(err.file) else str(paths.ROOT / err.file)
     if not foreign_files([path], source, line_names):
         return err
     return BuildError(err.what, f"the compile failed in {err.file}, which is not your file nor a course or "
@@ -236,7 +236,7 @@ def without_foreign_text(err: BuildError, source: Path, line_names) -> BuildErro
 
 def reads_message(files: list[str]) -> str:
     return ("reads files other than the course headers and the system headers at compile time (#include, .incbin): "
-            + ", ".join(toolchain.display_path(f) for f in files[:3]))
+            + ", ".join(paths.display_path(f) for f in files[:3]))
 
 
 def foreign_files(files: list[str], source: Path, line_name) -> list[str]:
@@ -247,7 +247,7 @@ def foreign_files(files: list[str], source: Path, line_name) -> list[str]:
     the source's `#line` gives it, listed too."""
     names = {line_name} if isinstance(line_name, str) else set(line_name)
     home = toolchain.cuda_home()
-    roots = [toolchain.INCLUDE, *toolchain.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
+    roots = [paths.INCLUDE, *toolchain.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
     roots += _torch_include_dirs()  # a torch without no_implicit_headers puts its headers in the .cu
     allowed = {os.path.normpath(str(r)) for r in roots} | {os.path.realpath(str(r)) for r in roots}
     for d in toolchain.extra_include_dirs():  # its headers are links into a wheel's include folder
@@ -279,7 +279,7 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     if not nvcc:
         raise BuildError(source.path, "nvcc was not found: install the CUDA toolkit or set CUDA_HOME")
     cuobjdump = toolchain.binary_tool("cuobjdump")
-    flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-arch={smv}", "-cubin", "-Xptxas", "-v", "-I", str(toolchain.INCLUDE)]
+    flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-arch={smv}", "-cubin", "-Xptxas", "-v", "-I", str(paths.INCLUDE)]
     flags += [f"-I{d}" for d in toolchain.extra_include_dirs()]
     if host_object:
         flags = [f for f in flags if f != "-cubin"] + HOST_OBJECT_FLAGS

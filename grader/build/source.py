@@ -5,8 +5,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import toolchain
-from ..toolchain import display_path
+from .. import paths
+from ..paths import display_path
 from .errors import BuildError
 
 # Compiler flags, the same for the torch extension and compile-only mode (part of every cache key).
@@ -66,9 +66,9 @@ def _as_sources(files) -> list[Source]:
 
 def _header_digest() -> str:
     h = hashlib.sha256()
-    for p in sorted(toolchain.INCLUDE.rglob("*")):
+    for p in sorted(paths.INCLUDE.rglob("*")):
         if p.is_file():
-            h.update(str(p.relative_to(toolchain.INCLUDE)).encode())
+            h.update(str(p.relative_to(paths.INCLUDE)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()
 

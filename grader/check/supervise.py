@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import config, toolchain
+from .. import config, paths, toolchain
 from ..spec import Exercise
 from . import judge, sandbox, timed_apart
 from .gate import GpuGate, Supervised, _write, calling_for
@@ -168,7 +168,7 @@ def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> t
     back read-only, `scratch` the only writable folder; unchanged where it does not."""
     if sandbox.available() is not None:
         return argv, env
-    hidden = [toolchain.SOLUTIONS, toolchain.cache_dir(), *hide]
+    hidden = [paths.SOLUTIONS, toolchain.cache_dir(), *hide]
     # (the bytecode cache, inside the build cache where the install has none: read-only, like torch)
     readable = [*readable, env.get("PYTHONPYCACHEPREFIX")]
     return (sandbox.wrap(argv, scratch, readable=[r for r in readable if r], hidden=hidden),

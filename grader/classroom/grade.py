@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import config, toolchain
+from .. import config, paths, toolchain
 from .. import exercises as _exercises
 from ..check import Prepared, Result, RunOptions, prepare, sandbox
 from .reports import write_reports
@@ -146,7 +146,7 @@ def _runtime_copy(work: Path) -> str:
     rt = work / "runtime"
     shutil.rmtree(rt, ignore_errors=True)
     # Maintainer tools (verify, the self-test) are not part of a student's grading run.
-    shutil.copytree(toolchain.ROOT / "grader", rt / "grader", ignore=shutil.ignore_patterns("__pycache__", "maintain"))
+    shutil.copytree(paths.ROOT / "grader", rt / "grader", ignore=shutil.ignore_patterns("__pycache__", "maintain"))
     return str(rt)
 
 

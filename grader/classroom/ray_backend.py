@@ -43,7 +43,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .. import toolchain
+from .. import paths, toolchain
 
 INSTALL = "pip install -e '.[ray]'"
 CONNECT_TIMEOUT_S = 180.0   # a local cluster's start on a loaded 2-core machine took 25-60 s
@@ -83,7 +83,7 @@ def _write_once(dest: Path, fill) -> Path:
 
 def _runtime_on_node(node: Path) -> str:
     def fill(tmp):
-        shutil.copytree(toolchain.ROOT / "grader", tmp / "grader",
+        shutil.copytree(paths.ROOT / "grader", tmp / "grader",
                         ignore=shutil.ignore_patterns("__pycache__", "maintain"))
     return str(_write_once(node / "runtime", fill))
 
@@ -283,7 +283,7 @@ class RaySession:
     def __init__(self, address: str | None, devices: list, echo, num_cpus: int | None = None,
                  num_gpus: int | None = None, max_retries: int = 3, task=None):
         self.echo, self.max_retries, self.task = echo, max_retries, task or ray_grade
-        pythonpath = os.pathsep.join(p for p in (str(toolchain.ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        pythonpath = os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH", "")) if p)
         self.runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}  # the workers import the grader
         self.cluster, self.saved, self.address = None, {}, address
         if address is None:

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
-from .. import toolchain
+from .. import paths
 from ..spec import Tolerance, attention_tolerance
 
 TEMPLATE_NAME = "attention_variant.cu.j2"
@@ -26,7 +26,7 @@ TANH_APPROX = 2.0 ** -11  # tanh.approx.f32's relative error (kernels/include/co
 
 
 def template_path():
-    return toolchain.KERNELS / "day13" / TEMPLATE_NAME
+    return paths.KERNELS / "day13" / TEMPLATE_NAME
 
 
 # ---------------------------------------------------------------------------- the variants

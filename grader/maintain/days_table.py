@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import toolchain
+from .. import paths
 from ..release import target_text
 
 COMMAND = "python -m grader days-table"
@@ -71,7 +71,7 @@ def current(readme: str) -> str | None:
 
 def days_table(check: bool = False, readme: Path | None = None, echo=print) -> int:
     """Rewrite the README's block (or with check=True, report whether it differs). An exit code."""
-    path = readme or toolchain.ROOT / "README.md"
+    path = readme or paths.ROOT / "README.md"
     text = path.read_text(encoding="utf-8")
     held, wanted = current(text), render()
     if held is None:

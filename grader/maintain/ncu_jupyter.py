@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import toolchain
+from .. import paths, toolchain
 
 PROFILED = """%%ncu
 mod.rmsnorm_v1_bf16(yn, xn, wn, 8192, 4096, 1e-6)
@@ -80,11 +80,11 @@ class Server:
         env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(state / "runtime"), JUPYTER_DATA_DIR=str(state / "data"))
         self.runtime = state / "runtime"
         cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={self.port}", "--ServerApp.ip=127.0.0.1",
-               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={toolchain.ROOT}"]
+               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={paths.ROOT}"]
         if os.geteuid() == 0:
             cmd.append("--allow-root")
         self.log = open(state / "server.log", "w")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=toolchain.ROOT)
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=paths.ROOT)
         self._wait("api/status", 60)
 
     def request(self, path: str, method: str = "GET", body: dict | None = None) -> dict:

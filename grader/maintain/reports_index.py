@@ -18,10 +18,10 @@ import re
 import sys
 from pathlib import Path
 
-from .. import toolchain
+from .. import paths
 
 COMMAND = "python -m grader.maintain.reports_index"
-ROOT = toolchain.ROOT
+ROOT = paths.ROOT
 REPORTS = ROOT / "reports"
 INDEX = "README.md"
 RUN_OUTPUTS = ("raw", "class")  # folders of reports/ that git ignores (.gitignore): not indexed
@@ -311,16 +311,16 @@ def render() -> str:
                 cited_by[r] = (cited_by[r] - {reader}) | {f"{reader} (reads it)"}
     rows: dict[str, list[str]] = {s: [] for s, _ in SECTIONS}
     rows[""] = []
-    described = sorted((_describe(key), key, paths) for key, paths in _groups(files).items())
-    for (_, section, what), key, paths in described:
-        run = _run(paths) if key not in GROUPED else _runs(paths)
-        names = [str(p.relative_to(REPORTS)) for p in paths]
+    described = sorted((_describe(key), key, group) for key, group in _groups(files).items())
+    for (_, section, what), key, group in described:
+        run = _run(group) if key not in GROUPED else _runs(group)
+        names = [str(p.relative_to(REPORTS)) for p in group]
         if key in GROUPED:
-            links = f"[{key}/]({key}/) ({len(paths)} files)"
+            links = f"[{key}/]({key}/) ({len(group)} files)"
         else:
             links = ", ".join(f"[{n}]({n})" for n in names)
         cites = sorted(set().union(*(cited_by[n] for n in names)))
-        size = sum(p.stat().st_size for p in paths)
+        size = sum(p.stat().st_size for p in group)
         rows[section].append(
             f"| {links} | {_cell(what)} | {_cell(run.get('gpu', '-'))} | {_cell(run.get('date', '-'))} | "
             f"{_cell(run.get('commit', '-'))} | {_kb(size)} | {', '.join(f'`{c}`' for c in cites) or '-'} |")

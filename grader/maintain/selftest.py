@@ -42,12 +42,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import exercises, toolchain
+from .. import exercises, paths, toolchain
 from ..config import GROUPS
 
-MUTANTS_DIR = toolchain.ROOT / "tests" / "mutants"
-HOSTILE_DIR = toolchain.ROOT / "tests" / "hostile"
-CORRECT_DIR = toolchain.ROOT / "tests" / "correct"
+MUTANTS_DIR = paths.ROOT / "tests" / "mutants"
+HOSTILE_DIR = paths.ROOT / "tests" / "hostile"
+CORRECT_DIR = paths.ROOT / "tests" / "correct"
 CORRECT_HEADING = "// CORRECT "
 _REQUIRED = {"what": str, "group": str, "reason": str, "needs_gpu": bool, "edit": list}
 _OPTIONAL = {"sanitizer": str, "undetected": str}
@@ -91,9 +91,9 @@ class Mutant:
                 raise MutantError(
                     f"{self.exercise} mutant {self.name}: edit {n}'s `old` (first line: {first!r}) is "
                     f"{'not found' if found == 0 else 'found more than once'} in "
-                    f"{solution.relative_to(toolchain.ROOT)}"
+                    f"{solution.relative_to(paths.ROOT)}"
                     f"{' (after the edits before it)' if n > 1 else ''}: if the solution changed, fix this edit in "
-                    f"{self.toml_path.relative_to(toolchain.ROOT)}")
+                    f"{self.toml_path.relative_to(paths.ROOT)}")
             text = text.replace(old, new, 1)
         comment = "#" if solution.suffix == ".py" else "//"  # a Python module's mutants open with a # line
         return f"{comment} {self.heading} {self.what}\n{text}"
@@ -124,7 +124,7 @@ def _occurrences(text: str, old: str) -> int:
 
 def _load(path: Path, hostile: bool = False) -> list[Mutant]:
     exercise = path.stem
-    where_file = path.relative_to(toolchain.ROOT)
+    where_file = path.relative_to(paths.ROOT)
     required, optional = (_REQUIRED_HOSTILE, {}) if hostile else (_REQUIRED, _OPTIONAL)
     try:
         tables = tomllib.loads(path.read_text())

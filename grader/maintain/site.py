@@ -22,23 +22,23 @@ import sys
 import time
 from pathlib import Path
 
-from .. import toolchain
+from .. import paths, toolchain
 
-EXECUTED = toolchain.ROOT / "site" / "executed"
-BUILD = toolchain.ROOT / "site" / "_build"
+EXECUTED = paths.ROOT / "site" / "executed"
+BUILD = paths.ROOT / "site" / "_build"
 CELL_TIMEOUT_S = 1800  # a cell may compile a day's kernels from a cold cache on 2 cores
 
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
-    books = sorted((toolchain.ROOT / "notebooks").glob("day*.ipynb"))
+    books = sorted((paths.ROOT / "notebooks").glob("day*.ipynb"))
     return [p for p in books if not only or p.name[:5] in only]
 
 
 def _commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(toolchain.ROOT), "rev-parse", "--short", "HEAD"],
+        out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(toolchain.ROOT), "status", "--porcelain", "--", "notebooks", "grader",
+        dirty = subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain", "--", "notebooks", "grader",
                                 "kernels", "solutions"], capture_output=True, text=True, timeout=30)
         return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -134,7 +134,7 @@ def _notebook_link(repo: str, name: str, out: Path = BUILD) -> str:
     """A notebook on the repository's host, or in the checkout, relative to the site's folder `out`."""
     if repo:
         return f"{repo}/blob/main/notebooks/{name}"
-    return Path(os.path.relpath(toolchain.ROOT / "notebooks" / name, out.resolve())).as_posix()
+    return Path(os.path.relpath(paths.ROOT / "notebooks" / name, out.resolve())).as_posix()
 
 
 def build(out: Path = BUILD, source: Path = EXECUTED, echo=print) -> int:

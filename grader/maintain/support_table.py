@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sys
 
-from .. import config, exercises, toolchain
+from .. import config, exercises, paths
 from ..spec import arch_key
 
-PATH = toolchain.ROOT / "docs" / "support.md"
+PATH = paths.ROOT / "docs" / "support.md"
 RAN = ("9.0",)  # the architectures whose GPUs ran the kernels, the notebooks and the grader's GPU tests
 
 

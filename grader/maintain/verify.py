@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import build, config, toolchain
+from .. import build, config, paths, toolchain
 
 TARGET_COLD_S = 20.0
 SELF_TEST_BUDGET_S = 550.0  # a self-test ends its tests by then, so that its report is written within 10 min
@@ -116,7 +116,7 @@ print(json.dumps({"seconds": b.seconds, "cached": b.cached, "module": b.name}))
 def _build_jobs(scope: Scope) -> list[dict]:
     """What the notebooks and the grading build: each day's versions, each solution and stub."""
     jobs = [{"label": f"{d.name} kernel versions", "day": d.name}
-            for d in sorted(toolchain.KERNELS.glob("day*"))
+            for d in sorted(paths.KERNELS.glob("day*"))
             if d.is_dir() and scope.has_day(d.name) and build.day_files(d.name)]
     for ex in scope.exercises():
         if ex.learner_file == "python":  # a Python module builds nothing itself: its kernels are other exercises'
@@ -130,7 +130,7 @@ def _build_jobs(scope: Scope) -> list[dict]:
 def _build_in_subprocess(job: dict) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _BUILD_SNIPPET, json.dumps(job)], capture_output=True,
-                          text=True, cwd=toolchain.ROOT, env=_env())
+                          text=True, cwd=paths.ROOT, env=_env())
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         return {"label": job["label"], "ok": False, "error": (proc.stderr or proc.stdout)[-1500:], "wall_s": wall}
@@ -375,7 +375,7 @@ def _prepare_in_subprocess(jobs: list[tuple[str, str]]) -> float:
     """Mutants checked and built (prepare) in one process, one after another: its torch import
     (seconds of a core) paid once for them all. Returns when it finished (time.perf_counter())."""
     subprocess.run([sys.executable, "-c", _PREPARE_SNIPPET, *(x for job in jobs for x in job)], capture_output=True,
-                   cwd=toolchain.ROOT, env=_env())
+                   cwd=paths.ROOT, env=_env())
     return time.perf_counter()
 
 
@@ -582,7 +582,7 @@ def _pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
     with open(log_path, "w") as f:
         # a session of its own: at the time limit the whole of it goes (xdist's workers and their
         # grading processes too), not only pytest's first process
-        proc = subprocess.Popen([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=toolchain.ROOT, env=env, stdout=f,
+        proc = subprocess.Popen([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=paths.ROOT, env=env, stdout=f,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout)
@@ -623,7 +623,7 @@ def _commit() -> str:
     if os.environ.get("COURSE_COMMIT"):
         return os.environ["COURSE_COMMIT"]
     try:
-        proc = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=toolchain.ROOT, capture_output=True,
+        proc = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=paths.ROOT, capture_output=True,
                               text=True, timeout=10)
         return proc.stdout.strip() or "unknown"
     except (OSError, subprocess.TimeoutExpired):
@@ -1216,7 +1216,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
                                   "summary": "started; the run was stopped before it finished"}
         save()
         books = ["notebooks"] if scope.everything else [
-            str(p.relative_to(toolchain.ROOT)) for p in sorted((toolchain.ROOT / "notebooks").glob("day*.ipynb"))
+            str(p.relative_to(paths.ROOT)) for p in sorted((paths.ROOT / "notebooks").glob("day*.ipynb"))
             if scope.has_day(p.name[:5])]
         # one notebook per GPU at a time (its cells in order in one kernel: --dist loadfile), so that what
         # it measures has its GPU to itself
