@@ -32,12 +32,15 @@ def secret_seed_from_env() -> int | None:
     return int(v) if v else None
 
 
+def uses_solutions(solutions: bool | None = None) -> bool:
+    """Whether the reference solutions stand for the learner's files: as asked, else COURSE_USE_SOLUTIONS=1
+    (as the GPU verification and the executed notebooks do)."""
+    return os.environ.get("COURSE_USE_SOLUTIONS") == "1" if solutions is None else solutions
+
+
 def default_source(ex: Exercise, solutions: bool | None = None) -> Path:
-    """The learner's file, or the reference solution when asked
-    (or when COURSE_USE_SOLUTIONS=1, as the GPU verification does)."""
-    if solutions is None:
-        solutions = os.environ.get("COURSE_USE_SOLUTIONS") == "1"
-    return ex.solution_path if solutions else ex.stub_path
+    """The learner's file, or the reference solution (uses_solutions)."""
+    return ex.solution_path if uses_solutions(solutions) else ex.stub_path
 
 
 # The stages of a check's timing line that prepare() measures (class grading: its preparation processes)
@@ -243,7 +246,7 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
     module in the same layout (a class submission's STUDENT/dayNN/, the course's kernels/dayNN/), or
     kernels/ where the submission has none. Each passes its source checks; on a GPU it is built (not loaded)
     and its objects link-checked. Returns {exercise id: its build} ({} without a GPU), or None on a failure."""
-    solutions = Path(path).resolve() == ex.solution_path.resolve() or os.environ.get("COURSE_USE_SOLUTIONS") == "1"
+    solutions = uses_solutions(True if Path(path).resolve() == ex.solution_path.resolve() else None)
     built = {}
     for dep_id in ex.depends_on:
         dep = _exercises.get(dep_id)

@@ -17,7 +17,6 @@ import argparse
 import datetime
 import html
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,19 +29,8 @@ CELL_TIMEOUT_S = 1800  # a cell may compile a day's kernels from a cold cache on
 
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
-    books = sorted((paths.ROOT / "notebooks").glob("day*.ipynb"))
+    books = sorted(paths.NOTEBOOKS.glob("day*.ipynb"))
     return [p for p in books if not only or p.name[:5] in only]
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(paths.ROOT), "status", "--porcelain", "--", "notebooks", "grader",
-                                "kernels", "solutions"], capture_output=True, text=True, timeout=30)
-        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _gpu() -> str:
@@ -54,7 +42,10 @@ def _gpu() -> str:
 
 
 def stamp() -> dict:
-    """Where and when a notebook was executed: GPU ('' without one), mode, date, commit."""
+    """Where and when a notebook was executed: GPU ('' without one), mode, date, commit (as the GPU reports
+    name it: verify's)."""
+    from .verify import _commit
+
     return {"gpu": _gpu(), "mode": toolchain.mode(), "commit": _commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
@@ -134,7 +125,7 @@ def _notebook_link(repo: str, name: str, out: Path = BUILD) -> str:
     """A notebook on the repository's host, or in the checkout, relative to the site's folder `out`."""
     if repo:
         return f"{repo}/blob/main/notebooks/{name}"
-    return Path(os.path.relpath(paths.ROOT / "notebooks" / name, out.resolve())).as_posix()
+    return Path(os.path.relpath(paths.NOTEBOOKS / name, out.resolve())).as_posix()
 
 
 def build(out: Path = BUILD, source: Path = EXECUTED, echo=print) -> int:
