@@ -157,7 +157,7 @@ def modules(exercise_id: str, result=None) -> dict:
     notebooks), there is no file of yours to time: the untouched exercise file would be timed as
     "yours" (an unfinished sampler returns at once, 20x "faster" than FlashInfer)."""
     from . import exercises
-    from .build import BuildError, build
+    from .jit import BuildError, build
     from .paths import ROOT
 
     ex = exercises.get(exercise_id)

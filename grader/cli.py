@@ -40,7 +40,7 @@ def _working(what: str):
     if not sys.stderr.isatty():
         yield
         return
-    from .build.extension import BUILDING
+    from .jit.extension import BUILDING
 
     done, t0 = threading.Event(), time.perf_counter()
 

@@ -233,7 +233,7 @@ SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+((?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_
 
 
 def sass_lines(kernel, keep: tuple[str, ...] = (), addresses: bool = True) -> list[str]:
-    """A compiled kernel's SASS (a kernel of grader.build.compile_cubin's report), an instruction a line
+    """A compiled kernel's SASS (a kernel of grader.jit.compile_cubin's report), an instruction a line
     in program order, without the encodings and the NOP padding: "0040  LDC R5, c[0x0][RZ]", or with
     addresses=False "LDC R5, c[0x0][RZ]". With `keep` (opcode prefixes, e.g. ("LDG", "STG")), only
     the instructions whose opcode starts with one of them."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import config, paths, toolchain
-from .build.source import Source
+from .jit.source import Source
 from .stubs import lines_to_write
 
 
@@ -316,7 +316,7 @@ class Exercise:
 
     @property
     def build_name(self) -> str:
-        """The name its extension is built and cached under (build.build_checked's `name`)."""
+        """The name its extension is built and cached under (jit.build_checked's `name`)."""
         return self.id.replace(".", "_")
 
     @property
@@ -345,7 +345,7 @@ class Exercise:
         return self.with_arch(src)
 
     def with_arch(self, src, gpu_arch: str | None = None):
-        """`src` (a build.Source) to be compiled for what this exercise needs on a GPU of compute capability
+        """`src` (a jit.Source) to be compiled for what this exercise needs on a GPU of compute capability
         `gpu_arch` (default: this machine's, toolchain.arch()): its arch-specific target if it has one,
         else its min_arch where the GPU is older; unchanged (the GPU's own) otherwise."""
         from dataclasses import replace

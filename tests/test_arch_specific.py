@@ -5,8 +5,8 @@ import shutil
 from pathlib import Path
 
 from grader import exercises, toolchain
-from grader.build import Source
-from grader.build.source import target_arch
+from grader.jit import Source
+from grader.jit.source import target_arch
 from grader.check import pipeline
 
 WGMMA = exercises.get("day10.wgmma_gemm")

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from grader import config, exercises, paths, toolchain
-from grader.build import Source, compile_cubin
+from grader.jit import Source, compile_cubin
 from grader.check import Result, pipeline, sass_checks, static_checks
 from grader.spec import arch_key
 
@@ -103,7 +103,7 @@ def test_a_notebook_on_an_older_gpu_skips_its_gpu_steps_and_says_why(monkeypatch
 
 
 def test_a_day_is_built_for_its_oldest_gpu_where_this_one_is_older(monkeypatch):
-    from grader.build import extension
+    from grader.jit import extension
 
     built = {}
     monkeypatch.setattr(toolchain, "arch", lambda: "7.5")

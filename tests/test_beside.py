@@ -101,7 +101,7 @@ def test_adapters_call_functions_flashinfer_has(eid):
 
 
 def test_your_kernel_runs_beside_flashinfer_only_after_its_check_passed(monkeypatch, capsys):
-    import grader.build
+    import grader.jit
     from grader.check.result import Result
 
     built = []
@@ -111,7 +111,7 @@ def test_your_kernel_runs_beside_flashinfer_only_after_its_check_passed(monkeypa
             built.append(files[0].name)
             self.module = name
 
-    monkeypatch.setattr(grader.build, "build", Fake)
+    monkeypatch.setattr(grader.jit, "build", Fake)
     assert list(beside.modules("day02.silu_and_mul")) == ["solution"]
     assert "left out (no check of it was given)" in capsys.readouterr().out
     failed = Result("day02.silu_and_mul", "kernels/day02/silu_and_mul.cu", "gpu")

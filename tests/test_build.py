@@ -1,8 +1,8 @@
 """Builds: compile errors come back as the first error with file and line; SASS is read without a GPU."""
 import pytest
 
-from grader import build, toolchain
-from grader.build import BuildError, Source, compile_cubin, parse_first_error
+from grader import jit, toolchain
+from grader.jit import BuildError, Source, compile_cubin, parse_first_error
 
 GOOD = """#include "course/vec.cuh"
 __global__ void twice_kernel(float* __restrict__ x, int64_t n) {
@@ -56,20 +56,20 @@ def test_non_utf8_source_is_a_clear_error(tmp_path):
 
 
 def test_module_name_follows_content():
-    a = build.content_hash([Source("a.cu", GOOD)], [])
-    assert a == build.content_hash([Source("a.cu", GOOD)], [])
-    assert a != build.content_hash([Source("a.cu", GOOD + "\n// edit")], [])
-    assert a != build.content_hash([Source("a.cu", GOOD)], ["-O0"])
+    a = jit.content_hash([Source("a.cu", GOOD)], [])
+    assert a == jit.content_hash([Source("a.cu", GOOD)], [])
+    assert a != jit.content_hash([Source("a.cu", GOOD + "\n// edit")], [])
+    assert a != jit.content_hash([Source("a.cu", GOOD)], ["-O0"])
 
 
 def test_extension_builds_without_a_gpu_and_reloads_from_cache():
     """The real load_inline build (nvcc + g++), then the cached load."""
     src = Source("tests/twice_ext.cu", GOOD)
-    first = build.build([src], name="test_twice", quiet=True)
+    first = jit.build([src], name="test_twice", quiet=True)
     assert hasattr(first.module, "twice") and first.kernels == ["twice_kernel"]
     assert "main.cpp" in {p.name for p in first.directory.iterdir()}
-    build.extension._loaded.clear()
-    again = build.build([src], name="test_twice", quiet=True)
+    jit.extension._loaded.clear()
+    again = jit.build([src], name="test_twice", quiet=True)
     assert again.cached and again.name == first.name and again.seconds < 5
 
 
@@ -83,14 +83,14 @@ def test_the_bindings_prelude_is_precompiled_with_flags_that_gcc_takes():
 
     import torch
 
-    built = build.build([Source("tests/twice_ext.cu", GOOD)], name="test_twice", quiet=True)
+    built = jit.build([Source("tests/twice_ext.cu", GOOD)], name="test_twice", quiet=True)
     with pytest.raises(RuntimeError, match="'x' must be a CUDA tensor, got one on cpu"):
         built.module.twice(torch.zeros(4), 4)
     if not toolchain.load_inline_features()["no_implicit_headers"]:
         pytest.skip("this torch's load_inline puts torch/extension.h first: its own precompiled header applies")
-    gch = build.precompiled_header()
+    gch = jit.precompiled_header()
     assert gch.name == "course_binding_prelude.h.gch" and gch.exists()
-    cxx, cflags = build.extension.compile_command(built.binding_directory)
+    cxx, cflags = jit.extension.compile_command(built.binding_directory)
     proc = subprocess.run([*cxx, "-H", "-Winvalid-pch", "-fsyntax-only", *cflags, str(built.binding_directory / "main.cpp")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -101,22 +101,22 @@ def test_an_edit_links_the_cached_binding_and_loads_as_a_module_of_its_own():
     """An edited kernel's build reuses the binding's object (compiled once per set of prototypes);
     in a process that imported the first build, the second is a module of its own (Python would
     hand back the first for the same name), and load_built refuses to mix them up."""
-    first = build.build([Source("tests/binding_reuse.cu", GOOD)], name="test_binding_reuse", quiet=True, load=False)
-    edited = build.build([Source("tests/binding_reuse.cu", GOOD + "\n// edit\n")], name="test_binding_reuse",
+    first = jit.build([Source("tests/binding_reuse.cu", GOOD)], name="test_binding_reuse", quiet=True, load=False)
+    edited = jit.build([Source("tests/binding_reuse.cu", GOOD + "\n// edit\n")], name="test_binding_reuse",
                          quiet=True, load=False)
     assert first.library.name == edited.library.name and first.directory != edited.directory
     assert (first.binding_directory / "main.o").exists() and not (edited.directory / "main.cpp").read_text().strip()
-    one = build.build([Source("tests/binding_reuse.cu", GOOD)], name="test_binding_reuse", quiet=True)
-    two = build.build([Source("tests/binding_reuse.cu", GOOD + "\n// edit\n")], name="test_binding_reuse", quiet=True)
+    one = jit.build([Source("tests/binding_reuse.cu", GOOD)], name="test_binding_reuse", quiet=True)
+    two = jit.build([Source("tests/binding_reuse.cu", GOOD + "\n// edit\n")], name="test_binding_reuse", quiet=True)
     assert one.module is not two.module and one.module.__file__ != two.module.__file__
     with pytest.raises(ImportError, match="same name"):
-        build.load_built(edited.directory, edited.name)
+        jit.load_built(edited.directory, edited.name)
 
 
 def test_failed_build_leaves_nothing_behind():
     src = Source("tests/bad_ext.cu", GOOD.replace("return cudaGetLastError();", "return nope;"))
     with pytest.raises(BuildError) as err:
-        build.build([src], name="test_bad", quiet=True)
+        jit.build([src], name="test_bad", quiet=True)
     assert err.value.file == "tests/bad_ext.cu" and err.value.line == 8
     leftovers = [p for p in (toolchain.cache_dir() / "ext").glob("test_bad_*")]
     assert leftovers == []
@@ -129,7 +129,7 @@ def test_a_build_waits_while_another_process_writes_the_precompiled_header(tmp_p
     import threading
     import time
 
-    from grader.build.extension import _pch_lock
+    from grader.jit.extension import _pch_lock
 
     monkeypatch.setattr(toolchain, "cache_dir", lambda: tmp_path)
     (tmp_path / "extension.h.gch").write_bytes(b"half")
@@ -161,12 +161,12 @@ def test_a_second_builder_of_the_same_module_waits_then_loads_it():
     import time
 
     src = Source("tests/twice_ext.cu", GOOD)
-    first = build.build([src], name="test_twice", quiet=True)
-    build.extension._loaded.clear()
+    first = jit.build([src], name="test_twice", quiet=True)
+    jit.extension._loaded.clear()
     holder = open(first.directory.parent / "locks" / f"{first.name}.lock", "w")
     fcntl.flock(holder, fcntl.LOCK_EX)
     got = []
-    t = threading.Thread(target=lambda: got.append(build.build([src], name="test_twice", quiet=True)))
+    t = threading.Thread(target=lambda: got.append(jit.build([src], name="test_twice", quiet=True)))
     t.start()
     time.sleep(0.5)
     assert not got, "a second builder went on while the module's lock was held"

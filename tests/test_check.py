@@ -440,7 +440,7 @@ def test_the_sass_checks_need_no_torch_import_and_the_mode_is_known_at_the_end(t
     code = (
         "import sys, threading\n"
         "from grader import toolchain\n"
-        "from grader.build import sass\n"
+        "from grader.jit import sass\n"
         "from grader.exercises import get\n"
         "from grader.check import sandbox\n"
         "sass._torch_include_dirs(); toolchain.arch(); sandbox._needed()\n"

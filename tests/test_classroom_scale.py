@@ -498,7 +498,7 @@ def test_lanes_below_one_are_refused_before_anything_starts(klass):
 def test_a_built_submission_travels_to_a_ray_task_whole(tmp_path):
     """The driver ships the built extension in the task: its library is named after the binding, not
     after the build, and must travel (else the node has nothing to load)."""
-    from grader.build import build_checked, compile_cubin
+    from grader.jit import build_checked, compile_cubin
     from grader.check import Prepared, Result
     from grader.classroom.ray_backend import _module_on_node, _module_payload
 
@@ -517,7 +517,7 @@ def test_a_class_runs_binding_is_built_ahead_from_the_solution(tmp_path, monkeyp
     """As a class run starts, a thread of its process compiles each exercise's binding from its solution: the
     submissions' links use that object (built by the first of them, the others would wait for it under its lock)."""
     from grader import exercises
-    from grader.build import build_checked, compile_cubin
+    from grader.jit import build_checked, compile_cubin
     from grader.classroom import grade
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))

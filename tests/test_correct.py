@@ -60,7 +60,7 @@ SCALE_ADD = exercises.get("day01.scale_add")
 
 def _static(text, tmp_path, name="scale_add.cu"):
     """static_checks of `text`, and the Result with its message."""
-    from grader.build import Source
+    from grader.jit import Source
 
     result = Result(SCALE_ADD.id, name, "compile-only")
     return static_checks(SCALE_ADD, Source(name, text), result), result
@@ -106,7 +106,7 @@ def test_an_entry_point_of_other_types_is_refused_with_what_to_change(prototype,
 
 
 def test_a_row_stride_keeps_a_name_the_binding_reads_as_one():
-    from grader.build import Source
+    from grader.jit import Source
 
     rope = exercises.get("day14.rope")
     text = rope.solution_path.read_text().replace("int64_t q_stride,", "int64_t q_pitch,")
@@ -131,8 +131,8 @@ def test_quoted_includes_of_toolkit_and_standard_headers_are_allowed(include, re
 
 def _linked(tmp_path, text, name):
     """The link check's verdict on `text` (compiled as the grader compiles it)."""
-    from grader.build import Source, compile_cubin
-    from grader.build import symbols
+    from grader.jit import Source, compile_cubin
+    from grader.jit import symbols
 
     src = tmp_path / f"{name}.cu"
     src.write_text(text)
@@ -140,7 +140,7 @@ def _linked(tmp_path, text, name):
 
 
 def test_compiler_written_exit_and_iostream_init_pass_and_a_learners_own_do_not(tmp_path):
-    from grader.build import symbols
+    from grader.jit import symbols
 
     # nvcc's stub of a plain __device__ function calls exit(1); <iostream> constructs std::ios_base::Init
     good = _linked(tmp_path, _solution_with('namespace {\n', '#include <cassert>\n#include <cstdio>\n#include <iostream>\n'
@@ -178,7 +178,7 @@ def test_a_constant_table_may_be_uploaded_and_a_buffer_may_not_be_copied(tmp_pat
 
 
 def test_a_stack_frame_is_excused_only_when_it_holds_just_printfs_arguments(tmp_path):
-    from grader.build import compile_cubin
+    from grader.jit import compile_cubin
 
     src = tmp_path / "frames.cu"
     src.write_text('#include <cstdio>\n'
@@ -197,7 +197,7 @@ def test_a_stack_frame_is_excused_only_when_it_holds_just_printfs_arguments(tmp_
 
 
 def test_a_required_instruction_must_be_in_some_kernel_and_the_check_says_which(tmp_path):
-    from grader.build import Source
+    from grader.jit import Source
 
     silu = exercises.get("day02.silu_and_mul")
     path = CORRECT["day02.silu_and_mul/scalar_kernel_and_helpers"].path

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from grader.build import compile_cubin, parse_exports
+from grader.jit import compile_cubin, parse_exports
 from grader.exercises import day12
 from grader.exercises import day13_variants as V
 

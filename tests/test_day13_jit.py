@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grader import exercises, paths, release
-from grader.build import extension
+from grader.jit import extension
 from conftest import check
 
 EXERCISE = "day13.act_and_mul_template"

@@ -1,6 +1,6 @@
 import pytest
 
-from grader.build.exports import ExportError, generate_binding, global_kernel_names, parse_exports
+from grader.jit.exports import ExportError, generate_binding, global_kernel_names, parse_exports
 
 SRC = """
 // COURSE_EXPORT void commented_out(float* x);

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from grader import exercises, paths, toolchain
-from grader.build import build, symbols
+from grader.jit import build, symbols
 from grader.check import sandbox
 from conftest import check
 from grader.check.supervise import isolate
@@ -171,9 +171,9 @@ COURSE_EXPORT cudaError_t conditional(float* x, cudaStream_t stream) {
 
 def test_grading_links_the_checked_object_so_a_branch_for_another_compile_never_runs(tmp_path):
     """Grading compiles a submission once: the extension is linked from the object whose SASS and
-    symbols were checked (build.build_checked). A branch that only another nvcc command would compile
+    symbols were checked (jit.build_checked). A branch that only another nvcc command would compile
     (#ifdef TORCH_EXTENSION_NAME, defined by torch's extension build) is not in what runs."""
-    from grader.build import build_checked, compile_cubin
+    from grader.jit import build_checked, compile_cubin
 
     secret = Path(CANARY + "incbin")
     secret.write_text(SECRET)
@@ -190,18 +190,18 @@ def test_grading_links_the_checked_object_so_a_branch_for_another_compile_never_
 
 
 def test_what_the_extension_build_read_is_checked_too(tmp_path):
-    """A notebook's build (build.build: torch's extension build compiles the .cu itself, with its own
+    """A notebook's build (jit.build: torch's extension build compiles the .cu itself, with its own
     macros and include folders): what it read is listed, and a failing build does not quote a file
     that is not the submission's."""
-    from grader.build import BuildError
-    from grader.build.extension import foreign_reads
+    from grader.jit import BuildError
+    from grader.jit.extension import foreign_reads
 
     secret = Path(CANARY + "incbin")
     header = tmp_path / "stolen.h"
     header.write_text("static int stolen_solution = 1;\n")
     src = tmp_path / "conditional.cu"
     src.write_text(CONDITIONAL.replace("FILE", str(header)).replace("SECRET", str(secret)))
-    assert symbols.inspect(__import__("grader").build.compile_cubin(src, host_object=True).host_object).ok
+    assert symbols.inspect(__import__("grader").jit.compile_cubin(src, host_object=True).host_object).ok
     built = build([src], name="hostile_conditional", quiet=True, load=False)
     assert sorted(foreign_reads(built.directory, str(src))) == sorted([str(header), str(secret)])
     broken = tmp_path / "conditional_broken.cu"
@@ -453,7 +453,7 @@ def test_sandbox_contains_hostile_code_the_worker_loads(tmp_path, places, listen
     src = tmp_path / "probe.cu"
     src.write_text(PROBE)
     built = build([src], name="hostile_probe", quiet=True, load=False)
-    loader = f"from grader.build import load_built; load_built({str(built.directory)!r}, {built.name!r})"
+    loader = f"from grader.jit import load_built; load_built({str(built.directory)!r}, {built.name!r})"
     env = toolchain.subprocess_env(COURSE_PROBE_OUTSIDE=str(outside), COURSE_PROBE_HIDDEN=str(hidden),
                                    COURSE_PROBE_PORT=str(PORT))
     argv, env = isolate([sys.executable, "-c", loader], env, str(scratch), readable=[str(built.directory)],

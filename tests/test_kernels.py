@@ -3,7 +3,7 @@ checks; stubs compile (and, on a GPU, fail correctness: see the GPU verification
 import pytest
 
 from grader import exercises, paths
-from grader.build import compile_cubin, symbols
+from grader.jit import compile_cubin, symbols
 from grader.check import sass_checks, static_checks
 from grader.check import Result
 

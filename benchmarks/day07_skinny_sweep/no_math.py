@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import bench_interleaved, ceiling_baseline  # noqa: E402
 from grader.exercises import get  # noqa: E402
 
@@ -26,8 +26,8 @@ def main():
     assert sol.count(CALL) == 1
     (tmp / "no_math.cu").write_text(sol.replace(CALL, ""))
     t0 = time.time()
-    mods = {"solution": build.build([ROOT / "solutions/day07/skinny_gemm.cu"], name="d07nm_sol", quiet=True).module,
-            "no_math": build.build([tmp / "no_math.cu"], name="d07nm_nm", quiet=True).module}
+    mods = {"solution": jit.build([ROOT / "solutions/day07/skinny_gemm.cu"], name="d07nm_sol", quiet=True).module,
+            "no_math": jit.build([tmp / "no_math.cu"], name="d07nm_nm", quiet=True).module}
     print(f"built in {time.time() - t0:.0f} s", flush=True)
     ex = get("day07.skinny_gemm")
     gen = torch.Generator(device="cuda")

@@ -11,11 +11,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `grader`
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import bench_interleaved, copy_baseline  # noqa: E402
 
 T0 = time.time()
-mod = build.build(["benchmarks/day07_skinny_sweep/splitk.cu"], name="d7splitk", quiet=True).module
+mod = jit.build(["benchmarks/day07_skinny_sweep/splitk.cu"], name="d7splitk", quiet=True).module
 print(f"build/load {time.time() - T0:.0f} s on {torch.cuda.get_device_name()}", flush=True)
 CFGS = sorted(n[3:] for n in dir(mod) if n.startswith("sk_"))
 INFO = {c: dict(zip(("smem", "blocks_per_sm", "threads", "rows"), (getattr(mod, "info_" + c)(i) for i in range(4))))

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repo root, for `grader`
 import torch  # noqa: E402
 
-from grader import build, nb  # noqa: E402
-from grader.build.extension import DAY_FLAGS  # noqa: E402
+from grader import jit, nb  # noqa: E402
+from grader.jit.extension import DAY_FLAGS  # noqa: E402
 from grader.exercises import day10  # noqa: E402
 from grader.spec import dot_tolerance  # noqa: E402
 
@@ -36,7 +36,7 @@ def main():
     args.add_argument("--compile-only", action="store_true")
     args = args.parse_args()
     t0 = time.perf_counter()
-    mod = build.build(FILES, name="day10_hopper", flags=DAY_FLAGS, load=not args.compile_only)
+    mod = jit.build(FILES, name="day10_hopper", flags=DAY_FLAGS, load=not args.compile_only)
     print(f"built in {time.perf_counter() - t0:.1f} s")
     if args.compile_only:
         return 0

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import bench_interleaved, ceiling_baseline  # noqa: E402
 from grader.check.compare import compare  # noqa: E402
 from grader.exercises import get  # noqa: E402
@@ -87,7 +87,7 @@ def main():
         name, text = item
         path = tmp / f"{name}.cu"
         path.write_text(text)
-        return name, build.build([path], name=f"d11c_{name}", quiet=True).module
+        return name, jit.build([path], name=f"d11c_{name}", quiet=True).module
 
     with ThreadPoolExecutor(8) as pool:
         mods = dict(pool.map(one, sources.items()))

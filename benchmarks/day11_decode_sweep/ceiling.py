@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import bench_interleaved, ceiling_baseline  # noqa: E402
 from grader.exercises import get  # noqa: E402
 
@@ -40,7 +40,7 @@ def main():
     jobs = {"solution": tmp / "solution.cu", "no_math": tmp / "no_math.cu", "paged_read": HERE / "paged_read.cu"}
     t0 = time.time()
     with ThreadPoolExecutor(3) as pool:
-        futs = {k: pool.submit(build.build, [v], name=f"d11ceil_{k}", quiet=True) for k, v in jobs.items()}
+        futs = {k: pool.submit(jit.build, [v], name=f"d11ceil_{k}", quiet=True) for k, v in jobs.items()}
         mods = {k: f.result().module for k, f in futs.items()}
     print(f"built in {time.time() - t0:.0f} s on {torch.cuda.get_device_name()}", flush=True)
     ex = get("day11.batch_decode")

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repo root, for `grader`
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import bench_interleaved, copy_baseline  # noqa: E402
 from grader.exercises import get  # noqa: E402
 from sweep import only_head_dim_128  # noqa: E402  (this folder's sweep.py)
@@ -59,7 +59,7 @@ def main():
     t0 = time.time()
     path = tmp / "decode_forced.cu"  # one build: set_splits(0) is the solution's own choice
     path.write_text(forced((ROOT / "solutions/day11/batch_decode.cu").read_text()))
-    mod = build.build([path], name="d11_splits_forced", quiet=True).module
+    mod = jit.build([path], name="d11_splits_forced", quiet=True).module
     print(f"built in {time.time() - t0:.0f} s on {torch.cuda.get_device_name()}", flush=True)
     out = {"commit": os.environ.get("COURSE_COMMIT", "unknown"), "device": torch.cuda.get_device_name(),
            "sms": torch.cuda.get_device_properties(0).multi_processor_count, "results": {}}

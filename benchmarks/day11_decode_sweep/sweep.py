@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repo root, for `grader`
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import bench_interleaved, copy_baseline  # noqa: E402
 from grader.exercises import get  # noqa: E402
 
@@ -47,7 +47,7 @@ def build_all(names):
     def one(name):
         path = tmp / f"decode_{name}.cu"
         path.write_text(variant(*VARIANTS[name]))
-        return name, build.build([path], name=f"d11_{name}", quiet=True).module
+        return name, jit.build([path], name=f"d11_{name}", quiet=True).module
 
     with ThreadPoolExecutor(8) as pool:
         return dict(pool.map(one, names))

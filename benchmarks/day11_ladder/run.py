@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repo root, for `grader`
 import torch  # noqa: E402
 
-from grader import build, nb  # noqa: E402
-from grader.build.extension import DAY_FLAGS  # noqa: E402
+from grader import jit, nb  # noqa: E402
+from grader.jit.extension import DAY_FLAGS  # noqa: E402
 from grader.exercises import day11, get  # noqa: E402
 
 DAY = ROOT / "kernels" / "day11"
-LADDER = {  # name -> file: one extension, as grader.build.build_day builds the day's versions
+LADDER = {  # name -> file: one extension, as grader.jit.build_day builds the day's versions
     "v1 naive": DAY / "decode_v1_naive.cu",
     "v2 one warp per token": DAY / "decode_v2_online.cu",
     "v3 GQA lanes": DAY / "decode_v3_gqa_lanes.cu",
@@ -46,8 +46,8 @@ def compile_report() -> dict:
     out = {}
     for name, path in files.items():
         try:
-            kernels = build.compile_cubin(path).kernels
-        except build.BuildError as e:  # the exercise's file may be mid-edit: the ladder stands without it
+            kernels = jit.compile_cubin(path).kernels
+        except jit.BuildError as e:  # the exercise's file may be mid-edit: the ladder stands without it
             if name != EXERCISE:
                 raise
             print(f"  {name}: does not compile: {e.first_error}", flush=True)
@@ -64,10 +64,10 @@ def compile_report() -> dict:
 def build_all(load: bool):
     """The ladder in one extension (every file in one translation unit, as the notebook's build_day),
     and the exercise's solution on its own; (ladder module, exercise module or None)."""
-    ladder = build.build(list(LADDER.values()), name="day11_ladder", load=load, flags=DAY_FLAGS)
+    ladder = jit.build(list(LADDER.values()), name="day11_ladder", load=load, flags=DAY_FLAGS)
     try:
-        exercise = build.build([get("day11.batch_decode").solution_path], name="day11_batch_decode", load=load)
-    except build.BuildError as e:  # the ladder stands without it
+        exercise = jit.build([get("day11.batch_decode").solution_path], name="day11_batch_decode", load=load)
+    except jit.BuildError as e:  # the ladder stands without it
         print(f"exercise left out: it does not build:\n{e.first_error}", flush=True)
         exercise = None
     return ladder.module, exercise.module if exercise else None

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import L2Flusher, bench_interleaved, copy_baseline  # noqa: E402
 from grader.check.worker import _baseline_fns  # noqa: E402
 from grader.exercises import get  # noqa: E402
@@ -39,7 +39,7 @@ def main():
     t0 = time.time()
     for eid in only:
         ex = get(eid)
-        mod = build.build([ex.solution_path], name=f"solution_{eid.replace('.', '_')}", quiet=True).module
+        mod = jit.build([ex.solution_path], name=f"solution_{eid.replace('.', '_')}", quiet=True).module
         t = ex.target
         for case in ex.perf_cases:
             if CASES.get(eid) and not any(s in case.label for s in CASES[eid]):

@@ -12,13 +12,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 
 ITERS = 4096
 
 
 def main():
-    mod = build.build([Path(__file__).with_name("mma_rate.cu")], name="mma_rate", quiet=True).module
+    mod = jit.build([Path(__file__).with_name("mma_rate.cu")], name="mma_rate", quiet=True).module
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = torch.zeros(1024, device="cuda")
     rows = []

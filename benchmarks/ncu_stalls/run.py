@@ -38,7 +38,7 @@ def child(eid: str, sub: str, which: str) -> None:
     """Set up the case, call once untimed, then once inside the profiler's range."""
     import torch
 
-    from grader import build
+    from grader import jit
     from grader.check.worker import _baseline_fns
     from grader.exercises import get
 
@@ -47,7 +47,7 @@ def child(eid: str, sub: str, which: str) -> None:
     p = case.params
     inputs = ex.make_inputs(p, torch.Generator(device="cuda").manual_seed(0))
     if which == "solution":
-        mod = build.build([ex.solution_path], name=f"solution_{eid.replace('.', '_')}", quiet=True).module
+        mod = jit.build([ex.solution_path], name=f"solution_{eid.replace('.', '_')}", quiet=True).module
         outputs = ex.make_outputs(p, inputs)
         fn = lambda: ex.call(mod, p, inputs, outputs)  # noqa: E731
     else:

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path.cwd()
 sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "benchmarks/day11_decode_sweep")); sys.path.insert(0, str(ROOT / "benchmarks/one_wave"))
 import torch
-from grader import build
+from grader import jit
 from grader.bench import bench_interleaved, ceiling_baseline, L2Flusher
 from grader.exercises import get
 from sweep import only_head_dim_128
@@ -41,7 +41,7 @@ for k, v in {**srcs, **srcs7}.items():
 jobs["ring"] = ROOT / "benchmarks/one_wave/ring_read.cu"
 t0 = time.time()
 with ThreadPoolExecutor(12) as pool:
-    futs = {k: pool.submit(build.build, [v], name=f"p2_{k}", quiet=True) for k, v in jobs.items()}
+    futs = {k: pool.submit(jit.build, [v], name=f"p2_{k}", quiet=True) for k, v in jobs.items()}
     mods = {k: f.result().module for k, f in futs.items()}
 dev = torch.cuda.get_device_name(); sms = torch.cuda.get_device_properties(0).multi_processor_count
 print(f"built in {time.time()-t0:.0f} s on {dev}", flush=True)

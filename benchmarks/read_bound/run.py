@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from grader import build, config  # noqa: E402
+from grader import jit, config  # noqa: E402
 from grader.bench import L2Flusher, bench_interleaved, copy_baseline, read_baseline  # noqa: E402
 from grader.check.worker import _baseline_fns, run_case  # noqa: E402
 from grader.exercises import get  # noqa: E402
@@ -25,7 +25,7 @@ def main():
     ex = get(sys.argv[1])
     versions = {"solution": ex.solution_path, **dict(a.split("=", 1) for a in sys.argv[2:])}
     t0 = time.time()
-    mods = {name: build.build([Path(path)], name=f"rb_{ex.build_name}_{name}", quiet=True).module
+    mods = {name: jit.build([Path(path)], name=f"rb_{ex.build_name}_{name}", quiet=True).module
             for name, path in versions.items()}
     print(f"built {list(mods)} in {time.time() - t0:.0f} s", flush=True)
     untimed = [c for c in ex.cases if not c.perf]

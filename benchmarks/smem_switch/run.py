@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from grader import build  # noqa: E402
+from grader import jit  # noqa: E402
 from grader.bench import L2Flusher, bench_interleaved, ceiling_baseline  # noqa: E402
 from grader.exercises import get  # noqa: E402
 
@@ -57,7 +57,7 @@ def builds():
     d11.write_text(day11_knobs((ROOT / "solutions/day11/batch_decode.cu").read_text()))
     jobs = {"touch": HERE / "touch.cu", "day11": d11, "day07": ROOT / "solutions/day07/skinny_gemm.cu"}
     with ThreadPoolExecutor(3) as pool:
-        futs = {k: pool.submit(build.build, [v], name=f"smemsw_{k}", quiet=True) for k, v in jobs.items()}
+        futs = {k: pool.submit(jit.build, [v], name=f"smemsw_{k}", quiet=True) for k, v in jobs.items()}
         return {k: f.result().module for k, f in futs.items()}
 
 

@@ -19,7 +19,7 @@ sandboxed process sees):
 - WorkerGate, inside the grading process: `busy()` around each stretch of GPU work, `exclusive()`
   around the timing. Without a gate (a learner's check) both do nothing.
 A submission's own code cannot write these files to skip a pause: the link checks refuse file I/O
-in it (build/symbols.py).
+in it (jit/symbols.py).
 """
 from __future__ import annotations
 

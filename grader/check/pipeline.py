@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
-from .. import build as _build
+from .. import jit as _build
 from .. import config, toolchain
 from .. import exercises as _exercises
 from ..stubs import untouched_stub

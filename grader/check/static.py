@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from .. import build as _build
+from .. import jit as _build
 from .. import config
-from ..build.exports import _strip_comments, parse_exports
+from ..jit.exports import _strip_comments, parse_exports
 from ..spec import Exercise
 from .result import Result
 
@@ -51,7 +51,7 @@ def foreign_quoted_includes(text: str) -> list[str]:
              if not n.startswith("course/") and not n.startswith("/") and ".." not in n]
     if not names:
         return []
-    from ..build.sass import system_header
+    from ..jit.sass import system_header
     return [n for n in names if not system_header(n)]
 
 
@@ -115,7 +115,7 @@ def _shape(export) -> list[tuple]:
 
 def _difference(got, want) -> str:
     """What to change, for the first parameter that differs (or the return type, or the count)."""
-    from ..build.exports import _spelled_as
+    from ..jit.exports import _spelled_as
 
     if got.returns != want.returns:
         return f"it returns {got.returns}; return {want.returns}"
@@ -213,11 +213,11 @@ LINK_CHECK = "host code (link check)"
 
 def link_checks(ex: Exercise, source: _build.Source, result: Result, report: _build.CompileReport | None = None) -> bool:
     """What the host code links to and runs, read from its object file, so that no spelling hides
-    a call (grader/build/symbols.py): from libraries only launch, runtime and math functions; no
+    a call (grader/jit/symbols.py): from libraries only launch, runtime and math functions; no
     code that runs when the module is loaded; no system-call instructions. False on any finding:
     then nothing is built or run. The extension is linked from this very object
-    (build.build_checked): what runs is what was checked."""
-    from ..build import symbols
+    (jit.build_checked): what runs is what was checked."""
+    from ..jit import symbols
 
     path = report.host_object if report else ""
     if not path:

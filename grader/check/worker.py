@@ -59,7 +59,7 @@ def _short_error(e: BaseException) -> str:
 def load_submission(ex, cfg: WorkerConfig):
     """The submission as `call` gets it: the built extension, or a Python-module exercise's
     module imported from its copy in the build cache. Its code first runs here."""
-    from .. import build
+    from .. import jit
 
     if ex.learner_file == "python":
         import importlib.util
@@ -72,10 +72,10 @@ def load_submission(ex, cfg: WorkerConfig):
         if not ex.depends_on:
             return module
         # The kernels it builds on, built by the parent: {exercise id: extension module}
-        kernels = {dep: build.load_built(m.folder, m.name) for dep, m in cfg.deps.items()}
+        kernels = {dep: jit.load_built(m.folder, m.name) for dep, m in cfg.deps.items()}
         return SimpleNamespace(module=module, kernels=kernels)
 
-    return build.load_built(cfg.module_dir, cfg.module_name)
+    return jit.load_built(cfg.module_dir, cfg.module_name)
 
 
 def run_case(ex, mod, case, seed, poison: bool = True, handover=None):

@@ -15,7 +15,7 @@ class Seed(NamedTuple):
 
 
 class BuiltModule(NamedTuple):
-    """A built extension: the folder it is in and its module name (build.load_built)."""
+    """A built extension: the folder it is in and its module name (jit.load_built)."""
     folder: str
     name: str
 

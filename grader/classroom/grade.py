@@ -78,10 +78,10 @@ _NICED = []
 
 
 def _prebuild_binding(ex_id: str, path: str) -> None:
-    """An exercise's binding object compiled from its solution (build.prebuild_binding) as the run starts,
+    """An exercise's binding object compiled from its solution (jit.prebuild_binding) as the run starts,
     where the submissions will be linked (a GPU: compile-only runs link none)."""
     if toolchain.has_gpu():
-        from ..build import prebuild_binding
+        from ..jit import prebuild_binding
 
         ex = _exercises.get(ex_id)
         prebuild_binding(ex.graded_source(path), ex.build_name)
@@ -325,7 +325,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     bytecode.start()
     ahead, bindings_built = None, []
     if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
-        from ..build import WARMUP_SOURCE, build
+        from ..jit import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
         ahead = _bindings_ahead({ex.id: ex for _, ex, _, _ in todo}.values(), echo, bindings_built)

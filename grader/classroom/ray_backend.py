@@ -152,7 +152,7 @@ def _module_payload(prep) -> dict | None:
     """The built extension's files (the .so, or a Python exercise's .py), to travel in the task."""
     if not prep.module_dir:
         return None
-    # (a build's library is named after its binding, not the build: build/extension.py)
+    # (a build's library is named after its binding, not the build: jit/extension.py)
     files = {p.name: p.read_bytes() for p in Path(prep.module_dir).iterdir()
              if p.suffix == ".so" or p.name == f"{prep.module_name}.py"}
     return {"name": prep.module_name, "files": files}

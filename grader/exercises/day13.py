@@ -161,7 +161,7 @@ SOURCE_PER_SPEC = "one source per specialization"
 
 def _code(text: str) -> str:
     """The rendered source without comments and spacing: what the compiler sees."""
-    from ..build.exports import _strip_comments
+    from ..jit.exports import _strip_comments
 
     return " ".join(_strip_comments(text).split())
 
@@ -171,7 +171,7 @@ NARROW_SASS = "vec_size 4: LDG.E.64"
 def _template_checks(template_text: str, result) -> bool:
     """What a JIT cache needs of a template (on any machine): each parameter changes the rendered
     source, since the build's key is a hash of it, and vec_size reaches the SASS."""
-    from ..build import BuildError, Source, compile_cubin
+    from ..jit import BuildError, Source, compile_cubin
 
     base = Specialization("silu", SILU.expr, "fp16", VEC_16B)
     variants = {"act_expr": replace(base, act_expr=GELU_TANH.expr), "dtype": replace(base, dtype="bf16"),

@@ -142,8 +142,8 @@ def render(config: AttentionConfig, template_text: str | None = None) -> str:
 
 
 def source(config: AttentionConfig, template_text: str | None = None):
-    """The rendering as a grader.build.Source, named after its configuration."""
-    from ..build import Source
+    """The rendering as a grader.jit.Source, named after its configuration."""
+    from ..jit import Source
 
     return Source(f"kernels/day13/{config.file_name}", render(config, template_text))
 
@@ -203,9 +203,9 @@ class KernelRegistry:
                             + ("; ".join(f"({c.label})" for c in near) or "none"))
 
     def build(self, config: AttentionConfig, load: bool = True) -> Request:
-        """Render and build a registered configuration through grader.build.build (its cache decides:
+        """Render and build a registered configuration through grader.jit.build (its cache decides:
         a hash it has built before is loaded, not compiled). Loaded modules are kept for dispatch."""
-        from ..build import build
+        from ..jit import build
 
         self.lookup(config)
         t0 = time.perf_counter()

@@ -850,12 +850,12 @@ def load_module(path):
 def course_kernels(solutions=None, quiet=True) -> dict:
     """The extensions the decoder builds on, built from your files (the solutions with
     COURSE_USE_SOLUTIONS=1 or solutions=True), by exercise id: what Decoder's use_kernels takes."""
-    from .. import build, exercises
+    from .. import jit, exercises
     from ..check import default_source
 
     out = {}
     for dep_id in DEPENDS_ON:
         dep = exercises.get(dep_id)
-        out[dep_id] = build.build([dep.graded_source(default_source(dep, solutions))], name=dep.build_name,
+        out[dep_id] = jit.build([dep.graded_source(default_source(dep, solutions))], name=dep.build_name,
                                   quiet=quiet)
     return out

@@ -35,9 +35,9 @@ mod.rmsnorm_v1_bf16(yn, xn, wn, 8192, 4096, 1e-6)
 mod.rmsnorm_v2_bf16(yn, xn, wn, 8192, 4096, 1e-6)
 torch.cuda.synchronize()"""
 SETUP = """import torch
-import grader.build
+import grader.jit
 from grader import nb
-mod = grader.build.build_day("day06", quiet=True)
+mod = grader.jit.build_day("day06", quiet=True)
 ready = nb.ncu_ready()
 if ready:
     xn = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)

@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import build, config, paths, toolchain
+from .. import jit, config, paths, toolchain
 
 TARGET_COLD_S = 20.0
 SELF_TEST_BUDGET_S = 550.0  # a self-test ends its tests by then, so that its report is written within 10 min
@@ -101,14 +101,14 @@ class Scope:
 
 _BUILD_SNIPPET = """
 import json, sys
-from grader import build
+from grader import jit
 job = json.loads(sys.argv[1])
 if "day" in job:
-    b = build.build_day(job["day"], quiet=True)
+    b = jit.build_day(job["day"], quiet=True)
 else:
     from grader import exercises
-    src = exercises.get(job["exercise"]).graded_source(job["file"]) if "exercise" in job else build.Source.read(job["file"])
-    b = build.build([src], name=job["name"], quiet=True)  # (a template exercise's file is built as rendered)
+    src = exercises.get(job["exercise"]).graded_source(job["file"]) if "exercise" in job else jit.Source.read(job["file"])
+    b = jit.build([src], name=job["name"], quiet=True)  # (a template exercise's file is built as rendered)
 print(json.dumps({"seconds": b.seconds, "cached": b.cached, "module": b.name}))
 """
 
@@ -117,7 +117,7 @@ def _build_jobs(scope: Scope) -> list[dict]:
     """What the notebooks and the grading build: each day's versions, each solution and stub."""
     jobs = [{"label": f"{d.name} kernel versions", "day": d.name}
             for d in sorted(paths.KERNELS.glob("day*"))
-            if d.is_dir() and scope.has_day(d.name) and build.day_files(d.name)]
+            if d.is_dir() and scope.has_day(d.name) and jit.day_files(d.name)]
     for ex in scope.exercises():
         if ex.learner_file == "python":  # a Python module builds nothing itself: its kernels are other exercises'
             continue
@@ -140,7 +140,7 @@ def _build_in_subprocess(job: dict) -> dict:
 def _warm_up() -> dict:
     """The first build after a torch install also makes the precompiled header: do it
     with a build of its own, before the builds that are measured or run side by side."""
-    return _build_in_subprocess({"label": "warm-up", "file": str(build.WARMUP_SOURCE),
+    return _build_in_subprocess({"label": "warm-up", "file": str(jit.WARMUP_SOURCE),
                                  "name": "warmup"})
 
 
@@ -153,7 +153,7 @@ def measure_builds(log, scope: Scope) -> dict:
     day is one extension, so days and exercises build side by side), then each day's
     extension loaded again from the cache in a fresh process."""
     jobs = _build_jobs(scope)
-    pch_existed = build.precompiled_header().exists()
+    pch_existed = jit.precompiled_header().exists()
     # The precompiled header is made once per torch install, by the first build:
     # make it with a build of its own, so that the figures below are what a learner
     # waits for each day.

@@ -12,7 +12,7 @@
 //    multiply, each 64 rows of the 128 x 256 tile; full / empty mbarriers per stage hand the four
 //    stages of the ring back and forth, with no __syncthreads in the loop.
 // Napkin math at 4096^3: 137 GFLOP; the dense bf16 peak is ~989 TFLOP/s, cuBLAS reaches ~780.
-// Built only for sm_90a (the file name says so: grader.build compiles *_sm90a.cu files, and the
+// Built only for sm_90a (the file name says so: grader.jit compiles *_sm90a.cu files, and the
 // extension that holds them, with -gencode=arch=compute_90a,code=sm_90a on a compute capability
 // 9.0 GPU and in compile-only mode); elsewhere the kernel traps and the launcher refuses.
 //

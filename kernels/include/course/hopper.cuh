@@ -31,7 +31,7 @@
 #define COURSE_SM90A(...) __trap()
 #endif
 
-// Defined by the course's binding (grader/build/exports.py): cuTensorMapEncodeTiled's arguments.
+// Defined by the course's binding (grader/jit/exports.py): cuTensorMapEncodeTiled's arguments.
 extern "C" int course_encode_tensor_map_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* base,
                                               const cuuint64_t* dims, const cuuint64_t* strides,
                                               const cuuint32_t* box, const cuuint32_t* steps,

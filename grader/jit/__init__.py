@@ -1,6 +1,7 @@
-"""Building kernels: reading sources, the torch extension (load_inline, hash cache, precompiled
-headers), compile-only SASS (nvcc, cuobjdump, cu++filt), first errors with file and line,
-and the COURSE_EXPORT entry points with their generated binding."""
+"""Compiling kernels just in time (the layer FlashInfer calls jit/): reading sources, the torch
+extension (load_inline, hash cache, precompiled headers), compile-only SASS (nvcc, cuobjdump,
+cu++filt), first errors with file and line, and the COURSE_EXPORT entry points with their
+generated binding."""
 from .errors import BuildError, parse_first_error
 from .exports import ExportError, generate_binding, global_kernel_names, parse_exports
 from .extension import (WARMUP_SOURCE, Built, build, build_checked, build_day, day_files, load_built, module_name,

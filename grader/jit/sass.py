@@ -271,7 +271,7 @@ def foreign_files(files: list[str], source: Path, line_name) -> list[str]:
 def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object: bool = False) -> CompileReport:
     """nvcc -cubin + cuobjdump -sass, cached by content hash. Needs no GPU.
     `host_object=True`: the same nvcc call also compiles the host code, to `report.host_object`
-    (what grader/build/symbols.py inspects); the SASS and resources are the same."""
+    (what grader/jit/symbols.py inspects); the SASS and resources are the same."""
     source = _as_sources(file)[0]
     arch = arch or target_arch([source], toolchain.arch())  # '9.0a' for a file named *_sm90a.cu
     smv = toolchain.sm(arch)
