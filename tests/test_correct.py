@@ -196,6 +196,26 @@ def test_a_stack_frame_is_excused_only_when_it_holds_just_printfs_arguments(tmp_
     assert kernels["local_array"].stack_bytes and kernels["local_array"].local_memory
 
 
+def test_local_memory_is_reported_not_refused_and_the_register_limit_still_refuses(monkeypatch):
+    """A spill or a run-time-indexed array where it costs nothing (a fallback kernel, a never-taken printf's
+    register pressure, sincosf's slow path) is right code: the speed check measures what local memory costs."""
+    from grader.jit import Source
+
+    text = SCALE_ADD.solution_path.read_text() + (
+        "\n__global__ void local_array(float* p, int n, int j) {\n"
+        "  float a[64];\n  for (int i = 0; i < 64; ++i) a[i] = p[i * n];\n  a[j & 63] += 1.0f;\n"
+        "  p[threadIdx.x] = a[(j * 7) & 63];\n}\n")
+    result = Result(SCALE_ADD.id, "local.cu", "compile-only")
+    assert sass_checks(SCALE_ADD, Source("local.cu", text), result)
+    item = next(i for i in result.items if i.name == "registers")
+    assert item.status == "pass" and "local memory (not refused) in local_array" in item.detail, item.detail
+    monkeypatch.setattr(type(SCALE_ADD), "register_limit", lambda self, arch: 8)
+    result = Result(SCALE_ADD.id, "local.cu", "compile-only")
+    sass_checks(SCALE_ADD, Source("local.cu", text), result)
+    item = next(i for i in result.items if i.name == "registers")
+    assert item.status == "fail" and "over the limit of 8" in item.detail
+
+
 def test_a_required_instruction_must_be_in_some_kernel_and_the_check_says_which(tmp_path):
     from grader.jit import Source
 

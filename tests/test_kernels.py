@@ -19,8 +19,10 @@ def test_solution_passes_static_and_sass_checks(ex):
     result = Result(ex.id, str(ex.solution_path), "compile-only")
     src = ex.graded_source(ex.solution_path)  # a template exercise's file: its rendering
     assert static_checks(ex, src, result), str(result)
-    assert sass_checks(ex, src, result), str(result)
+    report = sass_checks(ex, src, result)
+    assert report, str(result)
     assert result.ok and all(op in [i.name for i in result.items] for op in ex.required_sass)
+    assert not [k.name for k in report.kernels if k.local_memory], str(result)  # the references spill nowhere
 
 
 @pytest.mark.parametrize("ex", KERNEL_EXERCISES, ids=lambda e: e.id)

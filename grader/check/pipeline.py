@@ -1,7 +1,7 @@
 """`check(exercise)`: every check of one exercise, ending in a Result, never an exception.
 
 Order: the source (readable, a `__global__` kernel, no forbidden calls, the fixed entry
-points), the compiled SASS (no spills, register limit, the day's required instructions),
+points), the compiled SASS (register limit, the day's required instructions; local memory reported),
 then on a GPU the build and an isolated process that runs the correctness cases, profiles
 a call and times the performance cases (supervise.py, worker.py).
 """

@@ -155,22 +155,25 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
                    f"{' or '.join(repr(s) for s in config.SANITIZER_SKIP_KERNELS)}: those are PyTorch's kernels, "
                    "which the grader's compute-sanitizer stage does not check; rename it")
     worst = max(report.kernels, key=lambda k: k.registers)
-    spills = [k for k in report.kernels if k.local_memory]
-    printing = [k for k in report.kernels if k.printf_frame_only]
     limit = ex.register_limit(report.arch)
     regs_ok = worst.registers <= limit
     detail = (f"{worst.registers} registers in {worst.name} (limit {limit})" if regs_ok else
               f"{worst.registers} registers in {worst.name}, over the limit of {limit}: keep fewer values "
               "live at once (fewer elements per thread, smaller unrolled arrays)")
-    if spills:
-        detail = ("local memory used (stack/spills) in " + ", ".join(
-            f"{k.name}: {k.stack_bytes} B stack, {k.spill_stores + k.spill_loads} B spilled" for k in spills)
-            + ": keep per-thread arrays small and indexed by compile-time constants (fully unrolled loops), "
-              "so that they live in registers")
-    elif printing:
+    # Local memory is reported, not refused: where it is (a scalar fallback, a debug printf's registers,
+    # sincosf's slow path for huge angles) it often costs nothing, and where it costs, the speed check
+    # measures it. The references keep none (tests/test_archs.py).
+    local = [k for k in report.kernels if k.local_memory]
+    printing = [k for k in report.kernels if k.printf_frame_only]
+    if local:
+        detail += ("; local memory (not refused) in " + ", ".join(
+            f"{k.name}: {k.spill_stores + k.spill_loads} B spilled, {k.stack_bytes} B stack" for k in local)
+            + ": on the timed path it costs time (spilled registers, or an array indexed at run time); if the "
+              "speed target is missed, look there first")
+    if printing:
         detail += ("; " + ", ".join(f"{k.name}: {k.stack_bytes} B" for k in printing)
-                   + " of stack only for printf's arguments (not counted)")
-    result.add("sass", "registers, no spills", "pass" if regs_ok and not spills else "fail", detail)
+                   + " of stack only for printf's arguments")
+    result.add("sass", "registers", "pass" if regs_ok else "fail", detail)
     for opcode, why in ex.required_sass.items():
         # The technique must show in the file, not in every kernel: a scalar kernel beside the
         # vectorized one (unaligned rows), or a template instantiated both ways, is what production code

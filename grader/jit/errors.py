@@ -31,6 +31,8 @@ class BuildError(RuntimeError):
 
 _NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\): (?:catastrophic )?error\b:?\s*(?P<msg>.*)$", re.M)
 _GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error:\s*(?P<msg>.*)$", re.M)
+# ptxas on the PTX nvcc generated: "ptxas /tmp/x.ptx, line 107; error   : Instruction ... not supported ..."
+_PTXAS_ERR = re.compile(r"^ptxas\b.*?(?:, line \d+)?;\s*error\s*:\s*(?P<msg>.*)$", re.M)
 _OTHER_ERR = re.compile(r"^.*(?:ptxas fatal|ptxas error|undefined reference|nvlink error|error:).*$", re.M)
 
 
@@ -57,6 +59,10 @@ def parse_first_error(log: str, sources: list, what: str) -> BuildError:
         file, line = m.group("file").strip(), int(m.group("line"))
         return BuildError(what, m.group("msg").strip(), display_path(file) if os.path.isabs(file) else file,
                           line, _excerpt(sources, file, line), log)
+    m = _PTXAS_ERR.search(log)
+    if m:
+        return BuildError(what, f"ptxas (the assembler, on the PTX compiled from your file): {m.group('msg').strip()}",
+                          log=log)
     m = _OTHER_ERR.search(log)
     first = m.group(0).strip() if m else (log.strip().splitlines() or ["(no compiler output)"])[-1]
     return BuildError(what, first, log=log)

@@ -279,7 +279,10 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     if not nvcc:
         raise BuildError(source.path, "nvcc was not found: install the CUDA toolkit or set CUDA_HOME")
     cuobjdump = toolchain.binary_tool("cuobjdump")
-    flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-arch={smv}", "-cubin", "-Xptxas", "-v", "-I", str(paths.INCLUDE)]
+    # -gencode for the one real architecture: `-arch=sm_90a` would also make and assemble compute_90 PTX,
+    # where wgmma and setmaxnreg written in a learner's own asm do not exist.
+    flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-gencode=arch=compute_{smv[3:]},code={smv}", "-cubin", "-Xptxas", "-v",
+                                             "-I", str(paths.INCLUDE)]
     flags += [f"-I{d}" for d in toolchain.extra_include_dirs()]
     if host_object:
         flags = [f for f in flags if f != "-cubin"] + HOST_OBJECT_FLAGS
