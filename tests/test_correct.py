@@ -11,9 +11,9 @@ mutants: verify.py's _self_test_pytest_args).
 """
 import pytest
 
-from conftest import gpu
+from conftest import check, gpu
 from grader import exercises
-from grader.check import Result, check, link_checks, sass_checks, static_checks
+from grader.check import Result, link_checks, sass_checks, static_checks
 from grader.maintain import selftest
 
 CORRECT = selftest.correct_submissions()

@@ -1,0 +1,163 @@
+// CORRECT the reference with its runtime `vectorized` flag made a template parameter (if constexpr), as tests/correct/day06.rmsnorm/template_vec_or_scalar.cu does for rmsnorm
+#include "course/block.cuh"
+#include "course/vec.cuh"
+
+namespace {
+
+// Blocks of at most 256 threads, each thread holding at most 8 16-byte vectors of x, of r and
+// of the weight: rows of up to 256 x 8 x 8 = 16384 fp16/bf16 elements.
+constexpr int FUSED_MAX_THREADS = 256;
+constexpr int FUSED_MAX_ITEMS = 8;
+
+// One block per row; the row stays in registers from the loads to the last store.
+// ITEMS: vectors per thread (1, 2, 4 or 8), chosen by the launcher from the row length.
+// vectorized: 16-byte loads and stores are possible (hidden % VEC == 0, aligned pointers).
+// Before sm_90, ptxas's default allocation holds ITEMS = 4 to 64 registers, and the row spills: one
+// block per SM asked for lets it take the ~90 the row needs there (sm_90 and newer take them unasked).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FUSED_LAUNCH_BOUNDS __launch_bounds__(FUSED_MAX_THREADS, 1)
+#else
+#define FUSED_LAUNCH_BOUNDS __launch_bounds__(FUSED_MAX_THREADS)
+#endif
+
+template <typename T, int ITEMS, bool VECTORIZED>
+__global__ void FUSED_LAUNCH_BOUNDS
+    fused_add_rmsnorm_kernel(T* __restrict__ input, T* __restrict__ residual,
+                             const T* __restrict__ weight, int hidden, float eps) {
+  constexpr bool vectorized = VECTORIZED;
+  constexpr int VEC = course::vec_size_16B<T>();  // 8 halves = 16 bytes
+  T* x = input + static_cast<int64_t>(blockIdx.x) * hidden;     // (hidden,) read, then the output
+  T* r = residual + static_cast<int64_t>(blockIdx.x) * hidden;  // (hidden,) read, then x + r
+
+  const T zero = course::from_float<T>(0.0f);
+  course::vec_t<T, VEC> xs[ITEMS], hs[ITEMS], ws[ITEMS];  // (ITEMS, VEC) each; hs holds r, then h
+  const int num_vecs = hidden / VEC;
+
+  // 1. Every load first. The stores to r come later: loads of r placed after a store to r
+  //    would have to wait for it (the compiler cannot prove they touch other addresses).
+  if constexpr (vectorized) {
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+      const int v = it * blockDim.x + threadIdx.x;  // a warp reads 512 contiguous bytes
+      if (v < num_vecs) {
+        xs[it].load(x + v * VEC);
+        hs[it].load(r + v * VEC);
+        ws[it].load(weight + v * VEC);
+      } else {
+        xs[it].fill(zero);  // zeros: h = 0 adds nothing to the sum of squares
+        hs[it].fill(zero);
+      }
+    }
+  } else {
+    // One element per load, element (it, j) blockDim.x after (it, j - 1): still coalesced.
+    // The weight waits until step 4 here, to save the registers of 2 x 8 more loads in flight.
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int i = (it * VEC + j) * blockDim.x + threadIdx.x;
+        xs[it][j] = i < hidden ? x[i] : zero;
+        hs[it][j] = i < hidden ? r[i] : zero;
+      }
+    }
+  }
+
+  // 2. h = x + r, rounded to T: the value stored is the value normalized. Store h right away:
+  //    the writes drain while the block waits in the reduction.
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int it = 0; it < ITEMS; ++it) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      hs[it][j] = course::from_float<T>(course::to_float(xs[it][j]) + course::to_float(hs[it][j]));
+      const float h = course::to_float(hs[it][j]);
+      sum_sq += h * h;
+    }
+    if constexpr (vectorized) {
+      const int v = it * blockDim.x + threadIdx.x;
+      if (v < num_vecs) hs[it].store(r + v * VEC);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int i = (it * VEC + j) * blockDim.x + threadIdx.x;
+        if (i < hidden) r[i] = hs[it][j];
+      }
+    }
+  }
+
+  // 3. Warp -> shared memory -> warp; every thread gets the row's sum of squares.
+  const float inv_rms = rsqrtf(course::block_reduce_sum(sum_sq) / static_cast<float>(hidden) + eps);
+
+  // 4. Normalize h from registers into `input`, at the addresses x came from.
+#pragma unroll
+  for (int it = 0; it < ITEMS; ++it) {
+    if constexpr (vectorized) {
+      const int v = it * blockDim.x + threadIdx.x;
+      course::vec_t<T, VEC> ys;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        ys[j] = course::from_float<T>(course::to_float(hs[it][j]) * inv_rms * course::to_float(ws[it][j]));
+      }
+      if (v < num_vecs) ys.store(x + v * VEC);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int i = (it * VEC + j) * blockDim.x + threadIdx.x;
+        if (i < hidden) {
+          x[i] = course::from_float<T>(course::to_float(hs[it][j]) * inv_rms * course::to_float(weight[i]));
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int ITEMS>
+cudaError_t launch_fused_add_rmsnorm_items(T* input, T* residual, const T* weight, int64_t rows,
+                                           int hidden, float eps, bool vectorized, int threads,
+                                           cudaStream_t stream) {
+  if (vectorized) fused_add_rmsnorm_kernel<T, ITEMS, true><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+      input, residual, weight, hidden, eps);
+  else fused_add_rmsnorm_kernel<T, ITEMS, false><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+      input, residual, weight, hidden, eps);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_fused_add_rmsnorm(T* input, T* residual, const T* weight, int64_t rows,
+                                     int64_t hidden, float eps, cudaStream_t stream) {
+  constexpr int VEC = course::vec_size_16B<T>();
+  if (rows < 0 || rows > INT32_MAX || hidden < 0) return cudaErrorInvalidValue;
+  if (rows == 0 || hidden == 0) return cudaSuccess;
+  // 16-byte accesses need every row start and the weight 16-byte aligned.
+  const bool vectorized = hidden % VEC == 0 && reinterpret_cast<uintptr_t>(input) % 16 == 0 &&
+                          reinterpret_cast<uintptr_t>(residual) % 16 == 0 &&
+                          reinterpret_cast<uintptr_t>(weight) % 16 == 0;
+  // Fewest vectors per thread that fit the row in a block of at most 256 threads.
+  const int64_t slots = course::ceil_div<int64_t>(hidden, VEC);
+  int items = 1;
+  while (items < FUSED_MAX_ITEMS && slots > int64_t{FUSED_MAX_THREADS} * items) items *= 2;
+  const int64_t threads = course::ceil_div<int64_t>(course::ceil_div<int64_t>(slots, items), 32) * 32;
+  // Rows longer than 16384 elements do not fit in registers (a two-pass kernel would do them).
+  if (threads > FUSED_MAX_THREADS) return cudaErrorInvalidValue;
+  const int h = static_cast<int>(hidden), t = static_cast<int>(threads);
+  switch (items) {
+    case 1: return launch_fused_add_rmsnorm_items<T, 1>(input, residual, weight, rows, h, eps, vectorized, t, stream);
+    case 2: return launch_fused_add_rmsnorm_items<T, 2>(input, residual, weight, rows, h, eps, vectorized, t, stream);
+    case 4: return launch_fused_add_rmsnorm_items<T, 4>(input, residual, weight, rows, h, eps, vectorized, t, stream);
+    default: return launch_fused_add_rmsnorm_items<T, 8>(input, residual, weight, rows, h, eps, vectorized, t, stream);
+  }
+}
+
+}  // namespace
+
+COURSE_EXPORT cudaError_t fused_add_rmsnorm_fp16(__half* input, __half* residual, const __half* weight,
+                                                 int64_t rows, int64_t hidden, float eps,
+                                                 cudaStream_t stream) {
+  return launch_fused_add_rmsnorm(input, residual, weight, rows, hidden, eps, stream);
+}
+
+COURSE_EXPORT cudaError_t fused_add_rmsnorm_bf16(__nv_bfloat16* input, __nv_bfloat16* residual,
+                                                 const __nv_bfloat16* weight, int64_t rows,
+                                                 int64_t hidden, float eps, cudaStream_t stream) {
+  return launch_fused_add_rmsnorm(input, residual, weight, rows, hidden, eps, stream);
+}
