@@ -145,6 +145,29 @@ def test_a_timing_whose_holder_died_holds_nothing_up(tmp_path):
         pass
 
 
+def test_a_process_whose_supervisor_died_holds_no_timing_up(tmp_path):
+    """A run killed whole (its supervisors too) leaves its registry entries, listening and never to pause:
+    the next timing on that GPU finds their supervisors gone and does not wait for them."""
+    import subprocess
+    import sys
+
+    gate = GpuGate(tmp_path / "gpu-0")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    folder = tmp_path / "killed"
+    folder.mkdir()
+    entry = gate.register(folder)
+    (folder / LISTENING).write_text("1")
+    path = tmp_path / "gpu-0" / "registry" / entry
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), pid=int(dead.stdout))))
+    alive = tmp_path / "alive"
+    alive.mkdir()
+    own = gate.register(alive)
+    t0 = time.monotonic()
+    turn = gate.acquire(own, alive=lambda: time.monotonic() - t0 < 5.0)  # (gives up after 5 s: a failure)
+    assert time.monotonic() - t0 < 2.0 and not path.exists()
+    gate.release(turn)
+
+
 def test_a_process_that_does_not_pause_in_time_is_said_unresponsive_once_it_listens(tmp_path):
     """Its supervisor stops a grading that has not paused `limit` seconds after a timing asked (a
     hanging kernel would hold every timing on the GPU until its time limit): unresponsive() turns true

@@ -64,6 +64,16 @@ def _paused_or_not_started(folder: Path, token: str) -> bool:
     return _read(folder / PAUSED) == token or not (folder / LISTENING).exists()
 
 
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it exists
+        return True
+    return True
+
+
 def _unlink(path: Path) -> None:
     try:
         path.unlink()
@@ -88,11 +98,17 @@ class GpuGate:
             os.close(fd)  # (closing releases the lock)
 
     def _entries(self) -> dict[str, dict]:
+        """The processes registered here. An entry whose registering supervisor has died (killed with its
+        run: nothing unregistered it) is removed: a timing would otherwise wait for its pause for ever."""
         out = {}
         for p in (self.root / "registry").iterdir():
             text = _read(p)
             if text and not p.name.startswith("."):
-                out[p.name] = json.loads(text)
+                entry = json.loads(text)
+                if "pid" in entry and not _process_exists(entry["pid"]):
+                    _unlink(p)
+                    continue
+                out[p.name] = entry
         return out
 
     def register(self, folder: str | Path, pausable: bool = True) -> str:
@@ -104,7 +120,8 @@ class GpuGate:
             with self._lock("registry.lock"):
                 token = _read(self.root / "timing")
                 if token is None or pausable:
-                    _write(self.root / "registry" / entry, json.dumps({"folder": str(folder), "pausable": pausable}))
+                    _write(self.root / "registry" / entry,
+                           json.dumps({"folder": str(folder), "pausable": pausable, "pid": os.getpid()}))
                     if token is not None:
                         _write(Path(folder) / PAUSE, token)
                     return entry
