@@ -1,4 +1,5 @@
-"""`python -m grader` / `course-grader`: list, check, doctor, release, days-table, verify.
+"""`python -m grader` / `course-grader`: list, check, doctor, release, days-table, grade, and the
+maintainers' GPU runs: verify, self-test, class-benchmark, ncu-jupyter.
 
 The options of `check` are defined once in options.py and shared with the pytest
 plugin (`pytest --grader day02.silu_and_mul ...`), so both accept the same flags.
@@ -126,22 +127,32 @@ def cmd_grade(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .maintain.verify import class_benchmark, self_test, verify
+    from .maintain.verify import verify
 
-    if args.class_benchmark:
-        return class_benchmark(args.out, args.class_benchmark, gpus=args.gpus or "all", lanes=args.lanes)
-    if args.ncu_jupyter:
-        from .maintain.ncu_jupyter import ncu_jupyter
-
-        return ncu_jupyter(args.out)
-    if args.self_test:
-        return self_test(args.out, args.only, gpus=args.gpus)
     return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only,
                   notebook_timeout=args.notebook_timeout, gpus=args.gpus)
 
 
+def cmd_self_test(args) -> int:
+    from .maintain.self_test import self_test
+
+    return self_test(args.out, args.only, gpus=args.gpus)
+
+
+def cmd_class_benchmark(args) -> int:
+    from .maintain.class_benchmark import class_benchmark
+
+    return class_benchmark(args.out, args.students, gpus=args.gpus, lanes=args.lanes)
+
+
+def cmd_ncu_jupyter(args) -> int:
+    from .maintain.ncu_jupyter import ncu_jupyter
+
+    return ncu_jupyter(args.out)
+
+
 # Commands that build or run kernels: they need the course's interpreter (torch and the CUDA tools).
-NEEDS_TORCH = {"check", "grade", "verify"}
+NEEDS_TORCH = {"check", "grade", "verify", "self-test", "class-benchmark", "ncu-jupyter"}
 
 
 def _course_python() -> str:
@@ -188,32 +199,43 @@ def main(argv=None) -> int:
                         "this host is in), or without ADDRESS a local one started for the run with --gpus GPUs "
                         "(needs the optional extra: pip install -e '.[ray]')")
     p.set_defaults(fn=cmd_grade)
-    p = sub.add_parser("verify", help="the GPU verification runs: notebooks, every solution and stub; "
-                       "the grader's self-test; a class benchmark (reports)")
+    p = sub.add_parser("verify", help="the GPU verification: builds, every solution and stub graded, the notebooks "
+                       "(reports)")
     p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
-    p.add_argument("--self-test", action="store_true",
-                   help="instead: every known-wrong submission, the grader's GPU tests, solutions over 20 seeds")
     p.add_argument("--no-notebooks", action="store_true", help="builds, solutions and stubs only")
     p.add_argument("--notebooks-only", action="store_true",
                    help="only the notebooks (nbval), into gpu-notebooks.md/.json: the halves fit a 10-minute command each")
     p.add_argument("--only", action="append", metavar="PART",
-                   help="a part of the course: a day (day07), days (day07-day09), an exercise; with --self-test "
-                        "also `grader` (its own GPU tests); repeatable. Reports are named after it")
-    p.add_argument("--class-benchmark", type=int, default=0, metavar="N",
-                   help="instead: grade a synthetic class of N students and time it")
+                   help="a part of the course: a day (day07), days (day07-day09), an exercise; repeatable. "
+                        "Reports are named after it")
     p.add_argument("--notebook-timeout", type=int, default=None, metavar="S",
                    help="seconds the notebooks' nbval run may take before it is stopped (the report says so); "
                         "default: what is left of a 10-minute command (540 with --notebooks-only, 330 after the grading)")
-    p.add_argument("--ncu-jupyter", action="store_true",
-                   help="instead: a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through it, "
-                        "`%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
     p.add_argument("--gpus", default=None, metavar="all|N|0,1",
-                   help="the GPUs of this host to use: with --class-benchmark, those it grades on (default all; run it "
-                        "on 1 and on N to measure the scaling); with --self-test, those its tests spread over; for "
-                        "the gradings and the notebooks, one check or notebook on each at a time (default 1)")
-    p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
-                   help="with --class-benchmark: submissions graded side by side on each GPU")
+                   help="the GPUs of this host that the gradings and the notebooks spread over, one check or notebook "
+                        "on each at a time (default 1)")
     p.set_defaults(fn=cmd_verify)
+    p = sub.add_parser("self-test", help="the grader's self-test on the GPU: every known-wrong and known-right "
+                       "submission, the grader's GPU tests, solutions over 20 seeds (reports)")
+    p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
+    p.add_argument("--only", action="append", metavar="PART",
+                   help="a part of it: a day (day07), days (day07-day09), an exercise, or `grader` (its own GPU "
+                        "tests); repeatable. Reports are named after it")
+    p.add_argument("--gpus", default=None, metavar="all|N|0,1",
+                   help="the GPUs of this host that its tests spread over (default 1)")
+    p.set_defaults(fn=cmd_self_test)
+    p = sub.add_parser("class-benchmark", help="grade a synthetic class of N students and time it (reports)")
+    p.add_argument("students", type=int, metavar="N", help="students in the class")
+    p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
+    p.add_argument("--gpus", default="all", metavar="all|N|0,1",
+                   help="the GPUs of this host it grades on (default all; run it on 1 and on N to measure the scaling)")
+    p.add_argument("--lanes", type=int, default=config.CLASS_LANES, metavar="N",
+                   help="submissions graded side by side on each GPU")
+    p.set_defaults(fn=cmd_class_benchmark)
+    p = sub.add_parser("ncu-jupyter", help="a Jupyter server with jupyterlab-nvidia-nsight, a kernel started through "
+                       "it, `%%ncu enable`, a restart and a %%ncu cell on Day 6's kernels (gpu-ncu-jupyter.md)")
+    p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
+    p.set_defaults(fn=cmd_ncu_jupyter)
     args = parser.parse_args(argv)
     if args.command in NEEDS_TORCH and importlib.util.find_spec("torch") is None:
         print(f"This Python ({sys.executable}) has no PyTorch, which `{args.command}` needs. Run the grader with "

@@ -165,7 +165,7 @@ def _run(gpus, run_s, prepare_s=40.0, graded=30, verdicts=None, calibrate_s=3.0)
 
 
 def test_projection_from_measured_runs(tmp_path):
-    from grader.maintain.verify import PROJECTION_TARGET_S, class_report, projection
+    from grader.maintain.class_benchmark import PROJECTION_TARGET_S, class_report, projection
 
     one = _run(1, 300.0)
     p = projection(dict(one, runs=[one]), exercises=16)
@@ -228,7 +228,7 @@ def test_projection_from_measured_runs(tmp_path):
 def test_the_class_report_says_where_the_gradings_time_went(tmp_path):
     # From each grading's timing line, summed: where a class run's lane-seconds go (the 2 s per grading
     # that one 8-GPU host needs for 300 students is found there, not guessed).
-    from grader.maintain.verify import _stage_seconds, class_report
+    from grader.maintain.class_benchmark import _stage_seconds, class_report
 
     stages = _stage_seconds([{"timings": {"cases": 3.0, "grading processes launched": 4.0}},
                              {"timings": {"cases": 5.0, "compute-sanitizer memcheck": 1.0}}, {"timings": {}}])
@@ -245,7 +245,7 @@ def test_the_class_report_says_where_the_gradings_time_went(tmp_path):
 def test_the_class_report_says_where_each_gpus_time_went(tmp_path):
     # On several GPUs, each GPU's gradings apart: one GPU may grade fewer in the same time, holding more of
     # the hang mutants (each holds its GPU's timings back for the pause limit), which a table of sums hides.
-    from grader.maintain.verify import _stage_seconds, _stages_by_gpu, class_report
+    from grader.maintain.class_benchmark import _stage_seconds, _stages_by_gpu, class_report
 
     records = [{"timings": {"waiting for the GPU alone": 9.0, "cases": 1.0}, "graded_on": {"gpu": "0"}},
                {"timings": {"waiting for the GPU alone": 8.0, "cases": 1.0}, "graded_on": {"gpu": "0"}},
@@ -542,7 +542,7 @@ def test_the_class_benchmark_gives_each_student_a_file_of_their_own(tmp_path):
     # Builds and compute-sanitizer runs are cached by content: copies of one file would share them, and a
     # benchmark of copies measures less than a class of 300 different submissions costs.
     from grader import exercises
-    from grader.maintain.verify import _same_class, synthetic_class
+    from grader.maintain.class_benchmark import _same_class, synthetic_class
 
     for ex_id in ("day02.silu_and_mul", "day13.act_and_mul_template", "day14.decoder"):
         ex = exercises.get(ex_id)
@@ -650,7 +650,7 @@ def test_the_preparation_keeps_at_most_its_processes_count_ahead_of_the_lanes():
 def test_the_class_report_shows_copies_of_one_submission_graded_unlike(tmp_path):
     """The synthetic class repeats a few submissions: each copy must get the same verdict and score in one
     run (its secret seed); one that does not was disturbed (e.g. by a hang's stop on its GPU)."""
-    from grader.maintain.verify import class_report, copies_unlike
+    from grader.maintain.class_benchmark import class_report, copies_unlike
 
     run = _run(1, 300.0, graded=6)
     run["roster"] = {f"s{i}": ("the solution" if i % 2 == 0 else "mutant hangs") for i in range(6)}

@@ -7,16 +7,16 @@ the refusals are for harm, not for style.
 
 Without a GPU every file must pass every check that needs none (source, entry points, build, SASS,
 link check); on a GPU the whole check, speed included (the GPU self-test runs these with each day's
-mutants: verify.py's _self_test_pytest_args).
+mutants: self_test.py's _self_test_pytest_args).
 """
 import pytest
 
 from conftest import check, gpu
 from grader import exercises
 from grader.check import Result, link_checks, sass_checks, static_checks
-from grader.maintain import selftest
+from grader.maintain import corpus
 
-CORRECT = selftest.correct_submissions()
+CORRECT = corpus.correct_submissions()
 
 
 def test_every_correct_submission_names_its_exercise_and_what_it_does_differently():

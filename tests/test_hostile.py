@@ -27,7 +27,7 @@ from grader.check import sandbox
 from conftest import check
 from grader.check.supervise import isolate
 from grader.classroom import grade_class
-from grader.maintain import selftest
+from grader.maintain import corpus
 
 # Run everywhere; `-m gpu` (the GPU verification's self-test) selects them too, so that the
 # corpus is proven on the GPU machine, with its sandbox, in the same run as the mutants.
@@ -35,7 +35,7 @@ from grader.maintain import selftest
 # and a port.
 pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("hostile")]
 
-SUBMISSIONS = selftest.hostile_submissions()
+SUBMISSIONS = corpus.hostile_submissions()
 EXERCISE = "day02.silu_and_mul"
 CANARY = "/tmp/course-hostile-canary-"
 PORT = 47321
@@ -49,7 +49,7 @@ SECRET = "alice,97,SECRET-GRADEBOOK-LINE"
 
 def written(name: str) -> Path:
     """The submission's source, written to one stable place (its build is cached there)."""
-    return SUBMISSIONS[name].write(selftest.written_dir() / "hostile")
+    return SUBMISSIONS[name].write(corpus.written_dir() / "hostile")
 
 
 def test_the_corpus_applies_to_the_current_solution_and_names_its_canary():

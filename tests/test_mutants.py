@@ -2,8 +2,8 @@
 
 tests/mutants/<exercise>.toml holds, per mutant, what is wrong, the group of the check
 that must fail, a substring of its name or detail, and the edits that turn the current
-reference solution into the mutant (grader/selftest.py). Each test grades the mutant's
-source written into selftest.written_dir() (in the build cache, so builds are reused). Static defects (source, SASS, build) are caught
+reference solution into the mutant (grader/maintain/corpus.py). Each test grades the mutant's
+source written into corpus.written_dir() (in the build cache, so builds are reused). Static defects (source, SASS, build) are caught
 everywhere; the rest run on a GPU.
 """
 import os
@@ -13,17 +13,17 @@ import pytest
 
 from conftest import gpu
 from grader import config, exercises
-from grader.maintain import selftest
+from grader.maintain import corpus
 from conftest import check
 
-MUTANTS = selftest.all_mutants()
+MUTANTS = corpus.all_mutants()
 STATIC = sorted(k for k, m in MUTANTS.items() if not m.needs_gpu)
 RUNTIME = sorted(k for k, m in MUTANTS.items() if m.needs_gpu)
 
 
 def _grade(key, **kw):
     m = MUTANTS[key]
-    return check(m.exercise, source=m.write(selftest.written_dir()), quiet=True, **kw)
+    return check(m.exercise, source=m.write(corpus.written_dir()), quiet=True, **kw)
 
 
 def _says(item, reason):
@@ -32,12 +32,12 @@ def _says(item, reason):
 
 def test_every_exercise_has_mutants_and_every_mutant_says_what_is_wrong():
     ids = set(exercises.all_exercises())
-    files = {p.stem for p in selftest.MUTANTS_DIR.glob("*.toml")}
+    files = {p.stem for p in corpus.MUTANTS_DIR.glob("*.toml")}
     assert not ids - files, f"exercises without a tests/mutants/<id>.toml: {sorted(ids - files)}"
     assert not files - ids, f"tests/mutants/*.toml for no exercise: {sorted(files - ids)}"
     for key, m in MUTANTS.items():
         assert m.what.strip() and "\n" not in m.what, f"{key}: `what` must say, on one line, what is wrong"
-        assert m.group in selftest.GROUPS, f"{key}: group {m.group!r}"
+        assert m.group in corpus.GROUPS, f"{key}: group {m.group!r}"
         assert m.reason.strip(), f"{key}: empty reason"
         assert m.edits, f"{key}: no edits"
 
@@ -50,7 +50,7 @@ def test_every_mutants_edits_apply_to_the_current_solution():
     for key, m in MUTANTS.items():
         try:
             src = m.source()
-        except selftest.MutantError as e:
+        except corpus.MutantError as e:
             problems.append(str(e))
             continue
         header, body = src.split("\n", 1)
@@ -113,9 +113,10 @@ def _caught_by_sanitizer(key, tool, result):
 
 
 def test_verify_parts_select_days_exercises_and_the_grader_tests():
-    # `verify --only` splits the GPU runs into commands that fit 10 minutes each: what a part
+    # `--only` splits the GPU runs (verify, self-test) into commands that fit 10 minutes each: what a part
     # selects must be exactly its days' exercises, mutants and notebooks.
-    from grader.maintain.verify import Scope, _self_test_pytest_args
+    from grader.maintain.runs import Scope
+    from grader.maintain.self_test import _self_test_pytest_args
 
     part = Scope(["day07-day08", "day09.mma_tile"])
     assert [e.id for e in part.exercises()] == ["day07.skinny_gemm", "day08.top_p_sampling", "day09.mma_tile"]
@@ -147,7 +148,7 @@ def test_verify_report_shows_an_untimed_case_as_a_row():
 def test_the_self_test_report_counts_blind_spots_apart(tmp_path):
     # A mutant marked `undetected` (xfail) is neither caught nor missed nor "not run here": the report
     # names it as a blind spot, so the tally cannot look better or worse than it is.
-    from grader.maintain.verify import _mutant_tally
+    from grader.maintain.self_test import _mutant_tally
 
     junit = tmp_path / "j.xml"
     junit.write_text(
@@ -170,17 +171,17 @@ def test_the_self_test_report_counts_blind_spots_apart(tmp_path):
 
 
 def test_a_test_run_stopped_at_its_limit_still_writes_what_it_ran(tmp_path, monkeypatch):
-    # verify's test runs end at their time limit as at Ctrl-C: the junit file of what ran is written,
+    # The GPU runs' test runs end at their time limit as at Ctrl-C: the junit file of what ran is written,
     # so the self-test's report says which mutants were caught and which were not reached.
-    from grader.maintain import verify
+    from grader.maintain import runs
 
-    monkeypatch.setattr(verify, "PYTEST_GRACE_S", 20.0)
+    monkeypatch.setattr(runs, "PYTEST_GRACE_S", 20.0)
     (tmp_path / "test_slow.py").write_text(
         "import time\nimport pytest\n\n@pytest.mark.parametrize('i', range(30))\n"
         "def test_s(i):\n    time.sleep(0.5 if i < 2 else 60)\n")
     junit = tmp_path / "j.xml"
-    r = verify._pytest([str(tmp_path / "test_slow.py"), "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                        f"--rootdir={tmp_path}", f"--junitxml={junit}"], dict(os.environ), tmp_path / "log", 15)
+    r = runs.pytest([str(tmp_path / "test_slow.py"), "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                     f"--rootdir={tmp_path}", f"--junitxml={junit}"], dict(os.environ), tmp_path / "log", 15)
     # (15 s: pytest's own start on a loaded 2-core machine took most of 6 s, before test_s[0] ended)
     assert r["rc"] == "timeout" and r["seconds"] < 15 + 20
     names = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]

@@ -1,4 +1,4 @@
-"""`verify --ncu-jupyter` (grader/maintain/ncu_jupyter.py) where it can run here: a Jupyter server with
+"""`python -m grader ncu-jupyter` (grader/maintain/ncu_jupyter.py) where it can run here: a Jupyter server with
 jupyterlab-nvidia-nsight, a kernel started through its REST API, the extension's magics injected into
 it, the notebooks' nb.ncu_ready() and a %%ncu cell that, without a GPU and ncu, skips and runs nothing.
 On the H200 the same command enables Nsight Compute, restarts the kernel under ncu and profiles."""

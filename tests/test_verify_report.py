@@ -1,14 +1,15 @@
-"""The GPU verification report (grader/maintain/verify.py), on parts the CPU can judge: what it
-builds, and that a failed build is a row of the report, not the end of it."""
-from grader.maintain import verify
+"""The GPU runs' reports (grader/maintain/verify.py, and what self_test.py, class_benchmark.py and
+runs.py add to theirs), on parts the CPU can judge: what the verification builds, and that a failed
+build is a row of the report, not the end of it."""
+from grader.maintain import class_benchmark, runs, self_test, verify
 
 
 def test_build_jobs_skip_days_without_versions_and_python_module_exercises():
-    labels = [j["label"] for j in verify._build_jobs(verify.Scope(["day14"]))]
+    labels = [j["label"] for j in verify._build_jobs(runs.Scope(["day14"]))]
     # Day 14 has no kernel versions of its own, and its capstone is a Python module: only the
     # RoPE exercise (a .cu file) is built, solution and stub.
     assert labels == ["day14.rope solution", "day14.rope stub"]
-    labels = [j["label"] for j in verify._build_jobs(verify.Scope(["day12"]))]
+    labels = [j["label"] for j in verify._build_jobs(runs.Scope(["day12"]))]
     assert labels == ["day12 kernel versions", "day12.flash_attention solution", "day12.flash_attention stub"]
 
 
@@ -27,7 +28,7 @@ def test_a_missed_mutant_says_what_the_grader_reported_instead():
     message = ("AssertionError: day14.decoder/x: expected a correctness failure saying 'differ'\n"
                "  day14.decoder: FAIL   (x.py, gpu mode)\n    PASS  source      entry points\n        use_kernels\n"
                "    FAIL  correctness bf16 batch 1\n        seed 0: RuntimeError: operation not permitted when stream is capturing\n")
-    why = verify._missed_why(message)
+    why = self_test._missed_why(message)
     assert why.startswith("AssertionError: day14.decoder/x") and "PASS" not in why
     assert "FAIL  correctness bf16 batch 1 / seed 0: RuntimeError: operation not permitted" in why
 
@@ -132,7 +133,7 @@ def test_a_stub_fails_as_expected_by_its_outputs_or_its_own_template_checks():
 
 
 def test_the_self_test_and_notebooks_spread_their_workers_over_the_hosts_gpus(monkeypatch):
-    """verify --gpus: each pytest-xdist worker pinned to one GPU in turn (before it starts CUDA), with
+    """verify --gpus and self-test --gpus: each pytest-xdist worker pinned to one GPU in turn (before it starts CUDA), with
     that GPU's gate, so that every timing still has its GPU alone; nothing changes outside a worker."""
     from grader import config
     from grader.classroom import slots
@@ -143,15 +144,15 @@ def test_the_self_test_and_notebooks_spread_their_workers_over_the_hosts_gpus(mo
     assert env[config.GATE_ENV] == "/tmp/gates/gpu-2"
     assert spread.pin({spread.GPUS_ENV: "0,1"}) is None  # not an xdist worker: the parent is left alone
     monkeypatch.setattr(slots, "visible_gpus", lambda: ["0", "1", "2", "3"])
-    monkeypatch.setattr(verify, "_has_module", lambda name: True)
-    devices, workers, args, env = verify._spread("all", 6, 64)
+    monkeypatch.setattr(runs, "_has_module", lambda name: True)
+    devices, workers, args, env = runs.spread("all", 6, 64)
     assert devices == ["0", "1", "2", "3"] and workers == 24 and args == ["-n", "24", "-p", "grader.maintain.spread"]
     assert env == {spread.GPUS_ENV: "0,1,2,3"}
-    assert verify._spread("all", 1, 64)[1] == 4  # the notebooks: one per GPU at a time
-    assert verify._spread(None, 6, 16)[:2] == (["0"], 6)  # one GPU by default; half the cores, less 2
-    assert verify._spread("2", 6, 16)[1] == 6  # never more than the cores allow
-    monkeypatch.setattr(verify, "_has_module", lambda name: False)
-    assert verify._spread("all", 6, 64) == (["0"], 1, [], {})  # no pytest-xdist: one at a time, one GPU
+    assert runs.spread("all", 1, 64)[1] == 4  # the notebooks: one per GPU at a time
+    assert runs.spread(None, 6, 16)[:2] == (["0"], 6)  # one GPU by default; half the cores, less 2
+    assert runs.spread("2", 6, 16)[1] == 6  # never more than the cores allow
+    monkeypatch.setattr(runs, "_has_module", lambda name: False)
+    assert runs.spread("all", 6, 64) == (["0"], 1, [], {})  # no pytest-xdist: one at a time, one GPU
 
 
 def test_the_grading_spreads_over_the_hosts_gpus_with_the_same_verdicts(tmp_path, monkeypatch):
@@ -159,7 +160,7 @@ def test_the_grading_spreads_over_the_hosts_gpus_with_the_same_verdicts(tmp_path
     # check on each GPU at a time: the rows, their order and verdicts are those of a run on one GPU. On a
     # CPU the slots are pretend GPUs and the checks compile only.
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
-    scope = verify.Scope(["day01", "day02"])
+    scope = runs.Scope(["day01", "day02"])
     said: list[str] = []
     one = verify.grade("stub", said.append, scope)
     two = verify.grade("stub", said.append, scope, gpus="2")
@@ -177,7 +178,6 @@ def test_the_solutions_20_seeds_start_with_the_longest_and_report_in_the_courses
     import threading
 
     from grader.check import Result
-    from grader.maintain import verify
 
     started, lock = [], threading.Lock()
 
@@ -187,8 +187,8 @@ def test_the_solutions_20_seeds_start_with_the_longest_and_report_in_the_courses
         return Result(exercise, "solution", "gpu")
 
     monkeypatch.setattr(importlib.import_module("grader.check.shared_gpu"), "check_sharing_gpu", fake_check)
-    scope = verify.Scope(["day13-day14"])
-    rows = verify.many_seeds(lambda m: None, scope)
+    scope = runs.Scope(["day13-day14"])
+    rows = self_test.many_seeds(lambda m: None, scope)
     assert started[0] == "day14.decoder"
     assert [r["exercise"] for r in rows] == [e.id for e in scope.exercises()]
     assert all(r["ok"] and r["seconds"] >= 0 for r in rows)
@@ -197,9 +197,10 @@ def test_the_solutions_20_seeds_start_with_the_longest_and_report_in_the_courses
 def test_a_class_run_says_what_each_gpus_first_grading_waited_for():
     timing = {"per_gpu": {"0": {"setup_s": 12.7, "ready_s": 15.2}, "1": {"setup_s": 13.1, "ready_s": 17.9}},
               "first_prepared_s": 9.4}
-    assert verify._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, "
-                                          "first submission built 9 s")
-    assert verify._start_note({"per_gpu": {"0": {"setup_s": 12.7}}}) == ""  # (an older run's record)
+    assert class_benchmark._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, "
+                                                   "first submission built 9 s")
+    assert class_benchmark._start_note({"per_gpu": {"0": {"setup_s": 12.7}}}) == ""  # (an older run's record)
     timing.update(bindings_built_s=8.6, before_gpu_phase_s=3.2)
-    assert verify._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, binding built 9 s, "
-                                          "first submission built 9 s; 3 s before the GPU phase")
+    assert class_benchmark._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, "
+                                                   "binding built 9 s, first submission built 9 s; "
+                                                   "3 s before the GPU phase")

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from grader import check  # noqa: E402
-from grader.maintain import selftest  # noqa: E402
+from grader.maintain import corpus  # noqa: E402
 
 
 def main():
@@ -30,10 +30,10 @@ def main():
                               for i in res.items if i.name.startswith("compute-sanitizer")}}
             out["solutions"].append(row)
             print(json.dumps(row), flush=True)
-        for m in selftest.mutants_for(ex):
+        for m in corpus.mutants_for(ex):
             if not m.sanitizer:
                 continue
-            res = check(ex, source=m.write(selftest.written_dir()), quiet=True, perf=False)
+            res = check(ex, source=m.write(corpus.written_dir()), quiet=True, perf=False)
             hit = [i for i in res.failures if m.reason in f"{i.name} {i.detail}"
                    or i.name == f"compute-sanitizer {m.sanitizer}"]
             row = {"mutant": f"{ex}/{m.name}", "caught": bool(hit), "verdict": res.verdict,

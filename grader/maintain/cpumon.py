@@ -8,7 +8,7 @@ so that a wait in the GPU driver's lock shows where in a grading it falls. It en
 exists, then writes OUT.json and prints a table.
 
     python -m grader.maintain.cpumon reports/raw/cpumon.json STOP &
-    python -m grader verify --class-benchmark 84 --gpus 2 ...; touch STOP
+    python -m grader class-benchmark 84 --gpus 2 ...; touch STOP
 
 The record is a raw run output (git ignores reports/raw/). Where a finding rests on it, commit the
 table it prints, as the class benchmarks' tables are (reports/README.md), and cite that.

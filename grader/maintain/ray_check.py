@@ -1,4 +1,4 @@
-"""Ray for real, on a host with two GPUs: one synthetic class (verify.synthetic_class) graded twice with
+"""Ray for real, on a host with two GPUs: one synthetic class (class_benchmark.synthetic_class) graded twice with
 the same secret seed, by this host's slots (--gpus 2, 4 lanes) and on a local Ray cluster started for the
 run (--ray, 2 GPUs, a task per grading); prints both times and compares the verdicts, into
 OUT/ray-vs-slots.json (reports/ray-class-2gpu.json). Needs Ray (the `ray` extra).
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from grader import exercises
 from grader.classroom import grade_class
-from grader.maintain.verify import synthetic_class
+from grader.maintain.class_benchmark import synthetic_class
 
 
 def main():

@@ -40,14 +40,14 @@ READ_BY = {
     "gpu-verification*.json": "grader/nb.py",  # each exercise's newest solution row: plots without a GPU
     "gpu-verification.json": "grader/nb.py",
     "gpu-notebooks*.json": "grader/nb.py",  # the notebooks' measurements, the newest run's per label
-    "class-grading.json": "grader/maintain/verify.py",  # a class benchmark keeps the earlier runs in it
+    "class-grading.json": "grader/maintain/class_benchmark.py",  # a class benchmark keeps the earlier runs in it
 }
 
 SECTIONS = [
     ("verification", "GPU verification (`python -m grader verify --no-notebooks`)"),
     ("notebooks", "Notebook runs (`python -m grader verify --notebooks-only`)"),
-    ("self-test", "Grader self-test (`python -m grader verify --self-test`)"),
-    ("class", "Class grading (`python -m grader verify --class-benchmark N`, `grader.maintain.ray_check`)"),
+    ("self-test", "Grader self-test (`python -m grader self-test`)"),
+    ("class", "Class grading (`python -m grader class-benchmark N`, `grader.maintain.ray_check`)"),
     ("cpu", "CPU monitor of the class benchmarks (`python -m grader.maintain.cpumon`)"),
     ("loop", "The learner's loop (`benchmarks/learner_loop`)"),
     ("checks", "One-off checks on the GPU (`python -m grader check`, mutants)"),
@@ -73,7 +73,7 @@ PATTERNS = [
      "without a GPU"),
     ("notebooks", r"pytest-notebooks(-(?P<what>.+))?", "nbval's output of the notebook run of that name"),
     ("notebooks", r"gpu-ncu-jupyter",
-     "`%%ncu` in a kernel that a Jupyter server started, run headless (`verify --ncu-jupyter`)"),
+     "`%%ncu` in a kernel that a Jupyter server started, run headless (`python -m grader ncu-jupyter`)"),
     ("self-test", r"gpu-self-test",
      "The latest full self-test: every known-wrong submission of tests/mutants caught, the grader's GPU "
      "tests, every solution's correctness over 20 seeds"),

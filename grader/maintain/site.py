@@ -43,10 +43,10 @@ def _gpu() -> str:
 
 def stamp() -> dict:
     """Where and when a notebook was executed: GPU ('' without one), mode, date, commit (as the GPU reports
-    name it: verify's)."""
-    from .verify import _commit
+    name it: runs.commit)."""
+    from .runs import commit
 
-    return {"gpu": _gpu(), "mode": toolchain.mode(), "commit": _commit(),
+    return {"gpu": _gpu(), "mode": toolchain.mode(), "commit": commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 

@@ -1,6 +1,6 @@
-"""A pytest plugin for the GPU verification on a host with several GPUs (`verify --gpus`).
+"""A pytest plugin for the GPU verification on a host with several GPUs (`verify --gpus`, `self-test --gpus`).
 
-`verify --self-test` and `verify --notebooks-only` run their tests side by side with pytest-xdist;
+`self-test` and `verify --notebooks-only` run their tests side by side with pytest-xdist;
 with this plugin (`-p grader.maintain.spread`) each xdist worker is pinned to one of the GPUs named in
 $COURSE_VERIFY_GPUS (CUDA_VISIBLE_DEVICES, set before anything in the worker starts CUDA: the grading
 processes and notebook kernels it starts inherit it), and its checks share that GPU's gate

@@ -1,4 +1,4 @@
-"""The grader's self-test corpus: known-wrong submissions and the verdict each must get.
+"""The grader's corpus of known-wrong and known-right submissions, and the verdict each must get.
 
 A mutant is a reference solution with one deliberate defect, kept as small edits to
 the current solution rather than as a copy of it: `tests/mutants/<exercise id>.toml`
@@ -23,7 +23,7 @@ The edits apply in order, each replacing the single occurrence of its `old`; an
 `old` found nowhere or more than once raises MutantError naming the mutant, so a
 changed solution fails loudly instead of silently testing something else. The
 materialized source starts with `// MUTANT <what>`. tests/test_mutants.py grades
-every mutant; grader/verify.py tallies them on a GPU.
+every mutant; the self-test (self_test.py) tallies them on a GPU.
 
 Hostile submissions (`tests/hostile/<exercise id>.toml`) are kept the same way: each table
 adds one attack to the solution, with `expect` (the words the refusal must name) in place of
@@ -213,7 +213,7 @@ def correct_submissions() -> dict[str, CorrectSubmission]:
 
 
 def written_dir() -> Path:
-    """Where the tests and `verify --self-test` write mutants to grade: one stable folder in
+    """Where the tests and `self-test` write mutants to grade: one stable folder in
     the build cache, so that a mutant built once (the cache key includes the file's path) is
     found again by the next run."""
     return toolchain.cache_dir() / "mutants"
