@@ -1,4 +1,4 @@
-// v5, bulk copy (Hopper, sm_90): replaces v4's 48 16-byte cp.async per thread and tile by one
+// v5, bulk copy (Hopper, sm_90): replaces v4's 12 16-byte cp.async per thread and tile (1536 per block) by one
 // cp.async.bulk per row, issued by the 32 lanes of warp 0 (SASS UBLKCP), and the per-thread
 // wait_group + barrier by an mbarrier per stage that counts the bytes that landed. The copy
 // engine writes rows as they are, so rows are padded by 64 bytes instead of swizzled (a 576-byte

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs (about 60 lines). Generated from solutions/day09/tensor_core_gemm.cu by `grader release` (stub-hash 311032af4c48).
+// Your exercise: fill in the TODOs (about 60 lines). Generated from solutions/day09/tensor_core_gemm.cu by `grader release` (stub-hash dd60050c2432).
 // Day 9 exercise: a first full tensor-core GEMM, C = A B^T, with ldmatrix and mma.sync.
 //
 //   a  [M, K]  fp16 or bf16, row-major (a token's activations)
@@ -83,6 +83,8 @@ __global__ void __launch_bounds__(THREADS, 2)
   // 1. For each K tile k0 = 0, 32, ... (the last one may run past k: load_chunk8 gives zeros),
   //    the block's 256 threads copy A rows m0..m0+127 and B rows n0..n0+127, columns
   //    k0..k0+31, into a_s / b_s: LOADS chunks each (load_row, load_chunk), at slot(row, chunk).
+  //    Load them into registers one tile ahead (uint4 a_next[LOADS], b_next[LOADS]: tile 0 before
+  //    the loop, tile t + 1 right after tile t's stores and barrier, in flight during the math).
   //    __syncthreads() before any ldmatrix, and again before the next tile overwrites them.
   // 2. Per 16-wide step: course::ldmatrix_x4 of this warp's 4 A tiles (rows wm + 16 i + lane % 16,
   //    chunk 2 step + lane / 16) and 2 x4 loads of B covering 32 n (which lanes give which rows

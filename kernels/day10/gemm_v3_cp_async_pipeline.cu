@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(gv::THREADS, 1)
   }
   float acc[gv::MT][gv::NT][4] = {};
   for (int t = 0; t < tiles; ++t) {
-    course::cp_async_wait<STAGES - 2>();  // my copies of tile t have landed (3 newer may fly)
+    course::cp_async_wait<STAGES - 2>();  // my copies of tile t have landed (2 newer may fly)
     __syncthreads();                      // ... everyone's; and nobody still reads tile t - 1
     if (t + STAGES - 1 < tiles) gv::issue_tile(stage(t + STAGES - 1), a, b, m0, n0, k, t + STAGES - 1);
     course::cp_async_commit();            // (into tile t - 1's stage)

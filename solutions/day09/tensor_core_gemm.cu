@@ -83,6 +83,8 @@ __global__ void __launch_bounds__(THREADS, 2)
   // STUB: // 1. For each K tile k0 = 0, 32, ... (the last one may run past k: load_chunk8 gives zeros),
   // STUB: //    the block's 256 threads copy A rows m0..m0+127 and B rows n0..n0+127, columns
   // STUB: //    k0..k0+31, into a_s / b_s: LOADS chunks each (load_row, load_chunk), at slot(row, chunk).
+  // STUB: //    Load them into registers one tile ahead (uint4 a_next[LOADS], b_next[LOADS]: tile 0 before
+  // STUB: //    the loop, tile t + 1 right after tile t's stores and barrier, in flight during the math).
   // STUB: //    __syncthreads() before any ldmatrix, and again before the next tile overwrites them.
   // STUB: // 2. Per 16-wide step: course::ldmatrix_x4 of this warp's 4 A tiles (rows wm + 16 i + lane % 16,
   // STUB: //    chunk 2 step + lane / 16) and 2 x4 loads of B covering 32 n (which lanes give which rows
