@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
-from . import toolchain
+from . import machine
 
 INSTALL = "make flashinfer   (or: .venv/bin/python -m pip install -e '.[flashinfer]')"
 
@@ -119,7 +119,7 @@ def label(exercise_id: str, case_label: str) -> str:
 def load(what: str = "FlashInfer beside the course"):
     """The flashinfer module, or None after saying plainly why not (no GPU, or the extra not installed).
     Its JIT builds for this GPU only (FLASHINFER_CUDA_ARCH_LIST, unless already set)."""
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         print(f"Skipped: {what} needs a CUDA GPU, and this machine has none (compile-only mode).")
         return None
     import torch

@@ -67,7 +67,7 @@ def _working(what: str):
 def cmd_check(args) -> int:
     from .check import check
 
-    from . import exercises, toolchain
+    from . import exercises, machine
 
     code = 0
     for ex_id in args.exercise:
@@ -78,7 +78,7 @@ def cmd_check(args) -> int:
             code |= 2
             continue
         # (a device node, not torch: the grading process imports torch beside this one's import)
-        how = "build, run on the GPU, time" if toolchain.gpu_present() else "compile and inspect; no GPU here"
+        how = "build, run on the GPU, time" if machine.gpu_present() else "compile and inspect; no GPU here"
         started = _process_age() if ex_id == args.exercise[0] else None
         with _working(f"checking {ex_id} ({how})..."):
             result = check(ex_id, **check_kwargs(lambda k: getattr(args, k.replace("-", "_"))))

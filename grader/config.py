@@ -51,7 +51,7 @@ RUN_LIMIT_S = 10.0
 # torch's CPU threads in a grading process (its own work on the host: day08's statistics): checks
 # grade side by side (class grading's lanes, the self-test's 24 on a 4-GPU host), and torch's default
 # of a thread per core in each would have them all spin on every core. Given to the grading processes
-# as OMP_NUM_THREADS too (toolchain.grading_env), where unset: OpenMP's threads, one per core, spin
+# as OMP_NUM_THREADS too (pyenv.grading_env), where unset: OpenMP's threads, one per core, spin
 # while torch is imported (2.2 of 6.0 CPU-s per import on a 16-core H100 host).
 WORKER_CPU_THREADS = 4
 # A folder set in this variable is the gate (check/gate.py) of every check_sharing_gpu() (check/shared_gpu.py)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shutil
 
-from . import toolchain
+from . import machine, pyenv, toolkit
 
 
 def runs_here(arch: str) -> str:
@@ -26,7 +26,7 @@ def doctor(echo=print) -> int:
         if not ok:
             problems.append(f"{what}: {fix}")
 
-    echo(f"    {'python':<22} {toolchain.python_info()}")
+    echo(f"    {'python':<22} {pyenv.python_info()}")
     try:
         import torch
     except ImportError:
@@ -34,25 +34,25 @@ def doctor(echo=print) -> int:
         return 1
     row("torch", f"{torch.__version__}, built for CUDA {torch.version.cuda}", torch.version.cuda is not None,
         "this torch is a CPU-only build: install a CUDA build from PyPI (pip install torch, not torch+cpu)")
-    nvcc = toolchain.nvcc_version()
-    row("nvcc", f"{nvcc} at {toolchain.nvcc_path()}" if nvcc else "not found", nvcc is not None,
+    nvcc = toolkit.nvcc_version()
+    row("nvcc", f"{nvcc} at {toolkit.nvcc_path()}" if nvcc else "not found", nvcc is not None,
         "install the CUDA toolkit (nvcc) or set CUDA_HOME")
     if nvcc and torch.version.cuda:
         same_major = nvcc.split(".")[0] == torch.version.cuda.split(".")[0]
         row("nvcc vs torch CUDA", f"{nvcc} vs {torch.version.cuda}", same_major,
             "torch refuses to build extensions when the CUDA major versions differ")
-    row("CUDA_HOME", str(toolchain.cuda_home()), toolchain.cuda_home() is not None, "set CUDA_HOME")
+    row("CUDA_HOME", str(toolkit.cuda_home()), toolkit.cuda_home() is not None, "set CUDA_HOME")
     row("ninja", shutil.which("ninja") or "not found", shutil.which("ninja") is not None, "pip install ninja")
-    cuobjdump = toolchain.binary_tool("cuobjdump")
+    cuobjdump = toolkit.binary_tool("cuobjdump")
     row("cuobjdump", cuobjdump or "not found", cuobjdump is not None, "pip install nvidia-cuda-cuobjdump")
-    nvdisasm = toolchain.binary_tool("nvdisasm")
+    nvdisasm = toolkit.binary_tool("nvdisasm")
     row("nvdisasm", nvdisasm or "not found", nvdisasm is not None, "pip install nvidia-cuda-nvdisasm")
     objdump = shutil.which("objdump")
     row("objdump", objdump or "not found", objdump is not None,
         "install GNU binutils (apt-get install binutils): the link checks disassemble host code")
-    feats = toolchain.load_inline_features()
+    feats = pyenv.load_inline_features()
     echo(f"    {'load_inline':<22} no_implicit_headers={feats['no_implicit_headers']}, use_pch={feats['use_pch']}")
-    if toolchain.has_gpu():
+    if machine.has_gpu():
         p = torch.cuda.get_device_properties(0)
         echo(f"    {'GPU':<22} {p.name}, compute capability {p.major}.{p.minor}, {p.multi_processor_count} SMs, "
              f"{p.L2_cache_size / 2**20:.0f} MB L2, {p.total_memory / 2**30:.0f} GiB")
@@ -67,11 +67,11 @@ def doctor(echo=print) -> int:
         echo(f"    {'runs here':<22} {runs_here(f'{p.major}.{p.minor}')}")
     else:
         echo(f"    {'GPU':<22} none")
-    echo(f"    {'build cache':<22} {toolchain.cache_dir()}")
+    echo(f"    {'build cache':<22} {pyenv.cache_dir()}")
     from .check import sandbox
 
     why = sandbox.available()
-    if why is None and toolchain.has_gpu():  # the grading processes need the GPU inside it
+    if why is None and machine.has_gpu():  # the grading processes need the GPU inside it
         gpu_why = sandbox.check_gpu()
         row("sandbox", f"bubblewrap at {sandbox.bwrap_path()}" + ("; CUDA works inside it" if gpu_why is None
                                                                    else f"; {gpu_why}"), gpu_why is None,
@@ -83,7 +83,7 @@ def doctor(echo=print) -> int:
     else:  # a learner checking their own kernels does not need it; an instructor grading a class does
         echo(f"    {'sandbox':<22} NOT available ({why}): submissions would run as your user; to grade a class, "
              "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or use the container recipe in docs/instructors.md")
-    echo(f"    {'mode':<22} {toolchain.mode()}" + ("" if toolchain.has_gpu() else
+    echo(f"    {'mode':<22} {machine.mode()}" + ("" if machine.has_gpu() else
          " (kernels are compiled for sm_90 and their SASS checked; running them is skipped)"))
     for p in problems:
         echo("fix: " + p)

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import paths, toolchain
+from . import machine, paths, pyenv, toolkit
 
 
 # The oldest compute capability whose GPUs run this notebook's kernels (setup(day)); None: any.
@@ -23,7 +23,7 @@ def arch_at_least(arch: str) -> bool:
     capability `arch` or newer: for the cells of a version that needs a newer GPU than its day."""
     from .spec import arch_key
 
-    return arch_key(toolchain.arch()) >= arch_key(arch)
+    return arch_key(machine.arch()) >= arch_key(arch)
 
 
 def setup(day: str | None = None) -> str:
@@ -35,10 +35,10 @@ def setup(day: str | None = None) -> str:
 
     global _day_min_arch
     _day_min_arch = exercises.day_min_arch(day) if day else None
-    mode = toolchain.mode()
-    feats = toolchain.load_inline_features()
+    mode = machine.mode()
+    feats = pyenv.load_inline_features()
     print(f"course root   {paths.ROOT}")
-    print(f"torch         {torch.__version__} (CUDA {torch.version.cuda}), nvcc {toolchain.nvcc_version()}")
+    print(f"torch         {torch.__version__} (CUDA {torch.version.cuda}), nvcc {toolkit.nvcc_version()}")
     if mode == "gpu":
         p = torch.cuda.get_device_properties(0)
         print(f"GPU           {p.name}, sm_{p.major}{p.minor}, {p.multi_processor_count} SMs")
@@ -47,7 +47,7 @@ def setup(day: str | None = None) -> str:
                   f"compiled for sm_{_day_min_arch.replace('.', '')} and inspected, and running them is skipped")
     else:
         print("GPU           none: kernels are compiled for sm_90 and inspected; running them is skipped")
-    print(f"build cache   {toolchain.cache_dir()}")
+    print(f"build cache   {pyenv.cache_dir()}")
     print(f"load_inline   no_implicit_headers={feats['no_implicit_headers']}, use_pch={feats['use_pch']}")
     print(f"mode          {mode}")
     return mode
@@ -56,12 +56,12 @@ def setup(day: str | None = None) -> str:
 def gpu(what: str) -> bool:
     """True if a GPU is here that runs this day's kernels (setup(day)); otherwise say plainly that
     `what` is skipped and why."""
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         print(f"Skipped: {what} needs a CUDA GPU, and this machine has none (compile-only mode).")
         return False
     if _day_min_arch and not arch_at_least(_day_min_arch):
         print(f"Skipped: {what} needs a GPU of compute capability {_day_min_arch} or newer; this one is "
-              f"{toolchain.arch()}.")
+              f"{machine.arch()}.")
         return False
     return True
 
@@ -78,7 +78,7 @@ def device_output():
         os.dup2(tmp.fileno(), 1)
         try:
             yield
-            if toolchain.has_gpu():
+            if machine.has_gpu():
                 torch.cuda.synchronize()  # device printf is flushed at synchronisation
         finally:
             os.dup2(saved, 1)
@@ -334,7 +334,7 @@ def reported(label: str, what: str = "") -> dict[str, dict] | None:
 def measured_or_reported(here: dict | None, label: str, what: str) -> tuple[dict | None, str]:
     """(numbers, caption) for a plot: this run's measurement on a GPU (caption ''), else the committed
     GPU report's (caption 'measured on <GPU> on <date> (committed GPU report)'), else (None, '')."""
-    if toolchain.has_gpu() and here is not None:
+    if machine.has_gpu() and here is not None:
         return here, ""
     found = reported(label, what)
     return found, (label_caption(label) if found else "")
@@ -403,7 +403,7 @@ def plot_result(result, ax=None):
     of the reference solution from the committed GPU report, labelled with that GPU and date."""
     if result.performance():
         return result.plot(ax=ax)
-    if toolchain.has_gpu():
+    if machine.has_gpu():
         print("No performance plot: the check did not time your kernel (see the table: it times only a "
               "kernel that passed every correctness case).")
         return None
@@ -446,7 +446,7 @@ def ncu_ready() -> bool:
     tool = getattr(magics, "tool", None)
     enabled = tool is not None and getattr(tool, "exe_name", lambda: "")() == "ncu"
     missing = []
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         missing.append("a CUDA GPU (this machine has none)")
     if ncu.ncu_path() is None:
         missing.append("Nsight Compute's `ncu` (it comes with the CUDA toolkit; put its bin/ on PATH)")

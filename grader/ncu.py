@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import config, toolchain
+from . import config, machine, pyenv, toolkit
 
 # Shared-memory bank conflicts, two ways (sm_70 and later):
 # - per executed shared-memory instruction (the `smsp__sass_*` metrics, from the addresses
@@ -56,7 +56,7 @@ def bank_conflicts(row: dict, access_bytes: tuple[int, int] = (4, 4)) -> tuple[f
 
 
 def ncu_path() -> str | None:
-    home = toolchain.cuda_home()
+    home = toolkit.cuda_home()
     for p in ([home / "bin" / "ncu"] if home else []):
         if p.exists():
             return str(p)
@@ -86,7 +86,7 @@ class Pending:
                           f"while not os.path.exists('go'):\n"
                           f"    if time.monotonic() > give_up:\n        os._exit(0)\n"
                           f"    time.sleep(0.01)\n{code}")
-        env = toolchain.grading_env()
+        env = pyenv.grading_env()
         cmd = [ncu_path(), "--clock-control", "none", "--csv", "--metrics", ",".join(metrics),
                "--nvtx", "--nvtx-include", f"{PROFILED_RANGE}/",
                *(["--kernel-name", "regex:" + "|".join(kernels)] if kernels else []), sys.executable, str(script)]
@@ -126,7 +126,7 @@ def start_python(code: str, metrics: tuple[str, ...] | list[str], isolate=None, 
     expressions, where given); None if ncu cannot run. `isolate(argv, env,
     scratch) -> (argv, env)` wraps the command (ncu and the Python under it) when the code runs a
     submission: the grader's sandbox, whose one visible folder is `Pending.folder`. The caller
-    knows there is a GPU (toolchain.has_gpu() imports torch: seconds a check starting it early
+    knows there is a GPU (machine.has_gpu() imports torch: seconds a check starting it early
     would wait)."""
     if not ncu_path():
         return None
@@ -135,7 +135,7 @@ def start_python(code: str, metrics: tuple[str, ...] | list[str], isolate=None, 
 
 def available() -> bool:
     """ncu is installed and there is a GPU for it to profile (the notebooks' counter cells ask)."""
-    return ncu_path() is not None and toolchain.has_gpu()
+    return ncu_path() is not None and machine.has_gpu()
 
 
 def profile_python(code: str, metrics: tuple[str, ...] | list[str], kernels: list[str] | None = None,

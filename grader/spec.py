@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import config, paths, toolchain
+from . import config, machine, paths
 from .jit.source import Source
 from .stubs import lines_to_write
 
@@ -346,12 +346,12 @@ class Exercise:
 
     def with_arch(self, src, gpu_arch: str | None = None):
         """`src` (a jit.Source) to be compiled for what this exercise needs on a GPU of compute capability
-        `gpu_arch` (default: this machine's, toolchain.arch()): its arch-specific target if it has one,
+        `gpu_arch` (default: this machine's, machine.arch()): its arch-specific target if it has one,
         else its min_arch where the GPU is older; unchanged (the GPU's own) otherwise."""
         from dataclasses import replace
 
-        target = self.compile_arch(gpu_arch or toolchain.arch())
-        return replace(src, arch=target) if target != (gpu_arch or toolchain.arch()) else src
+        target = self.compile_arch(gpu_arch or machine.arch())
+        return replace(src, arch=target) if target != (gpu_arch or machine.arch()) else src
 
     def compile_arch(self, gpu_arch: str) -> str:
         """The compute capability (or arch-specific target, '9.0a') the exercise is compiled for on a GPU of

@@ -1,6 +1,6 @@
 import pytest
 
-from grader import toolchain
+from grader import machine
 from grader.check.shared_gpu import check_sharing_gpu as check  # noqa: F401  (the tests' check, below)
 
 # The tests grade with `check` from here: a learner's check, except in the GPU self-test, where the
@@ -10,4 +10,4 @@ from grader.check.shared_gpu import check_sharing_gpu as check  # noqa: F401  (t
 
 def gpu(test):
     """A test that runs kernels: skipped without a GPU, selected by `-m gpu` in the GPU verification."""
-    return pytest.mark.gpu(pytest.mark.skipif(not toolchain.has_gpu(), reason="needs a CUDA GPU")(test))
+    return pytest.mark.gpu(pytest.mark.skipif(not machine.has_gpu(), reason="needs a CUDA GPU")(test))

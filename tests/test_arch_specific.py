@@ -4,7 +4,7 @@ and on a GPU of another compute capability its runs are skipped with the reason,
 import shutil
 from pathlib import Path
 
-from grader import exercises, toolchain
+from grader import exercises, machine
 from grader.jit import Source
 from grader.jit.source import target_arch
 from grader.check import pipeline
@@ -29,9 +29,9 @@ def test_which_gpus_run_it():
 def test_a_renamed_submission_compiles_for_sm90a_and_skips_its_runs_on_another_gpu(tmp_path, monkeypatch):
     submission = tmp_path / "student_07.cu"
     shutil.copyfile(WGMMA.solution_path, submission)
-    monkeypatch.setattr(toolchain, "start_gpu_probe", lambda: None)
-    monkeypatch.setattr(toolchain, "has_gpu", lambda: True)
-    monkeypatch.setattr(toolchain, "arch", lambda: "8.9")  # an RTX 4090 or an L4
+    monkeypatch.setattr(machine, "start_gpu_probe", lambda: None)
+    monkeypatch.setattr(machine, "has_gpu", lambda: True)
+    monkeypatch.setattr(machine, "arch", lambda: "8.9")  # an RTX 4090 or an L4
     prep = pipeline.prepare(WGMMA, submission, display="class/student_07.cu")
     rows = {(i.group, i.name): i for i in prep.result.items}
     assert all(rows[("sass", op)].status == "pass" for op in WGMMA.required_sass), str(prep.result)

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from grader import config, exercises, paths, toolchain
+from grader import config, exercises, machine, paths
 from grader.jit import Source, compile_cubin
 from grader.check import Result, pipeline, sass_checks, static_checks
 from grader.spec import arch_key
 
 EXERCISES = [ex for ex in exercises.all_exercises().values() if ex.learner_file != "python"]
-OTHER_ARCHS = [a for a in config.ARCHS if a != toolchain.DEFAULT_ARCH]
+OTHER_ARCHS = [a for a in config.ARCHS if a != machine.DEFAULT_ARCH]
 STUBS = {ex.stub_path for ex in exercises.all_exercises().values()}
 VERSION_FILES = sorted(p for p in paths.KERNELS.glob("day*/*.cu") if p not in STUBS)
 
@@ -76,9 +76,9 @@ def test_every_day_runs_from_ampere_and_days_1_to_6_from_turing():
 
 def test_an_older_gpu_compiles_for_the_exercise_and_skips_its_runs(monkeypatch):
     ex = exercises.get("day09.tensor_core_gemm")
-    monkeypatch.setattr(toolchain, "start_gpu_probe", lambda: None)
-    monkeypatch.setattr(toolchain, "has_gpu", lambda: True)
-    monkeypatch.setattr(toolchain, "arch", lambda: "7.5")  # a T4: no bf16 mma, no cp.async
+    monkeypatch.setattr(machine, "start_gpu_probe", lambda: None)
+    monkeypatch.setattr(machine, "has_gpu", lambda: True)
+    monkeypatch.setattr(machine, "arch", lambda: "7.5")  # a T4: no bf16 mma, no cp.async
     prep = pipeline.prepare(ex, ex.solution_path)
     rows = {(i.group, i.name): i for i in prep.result.items}
     assert all(rows[("sass", op)].status == "pass" for op in ex.required_sass), str(prep.result)
@@ -91,16 +91,16 @@ def test_an_older_gpu_compiles_for_the_exercise_and_skips_its_runs(monkeypatch):
 def test_a_notebook_on_an_older_gpu_skips_its_gpu_steps_and_says_why(monkeypatch, capsys):
     from grader import nb
 
-    monkeypatch.setattr(toolchain, "has_gpu", lambda: True)
-    monkeypatch.setattr(toolchain, "arch", lambda: "7.5")
+    monkeypatch.setattr(machine, "has_gpu", lambda: True)
+    monkeypatch.setattr(machine, "arch", lambda: "7.5")
     monkeypatch.setattr(nb, "_day_min_arch", "8.0")  # what nb.setup("day09") sets
     assert not nb.gpu("timing the versions")
     assert "needs a GPU of compute capability 8.0 or newer; this one is 7.5" in capsys.readouterr().out
     assert not nb.arch_at_least("9.0") and nb.arch_at_least("7.5")
-    monkeypatch.setattr(toolchain, "arch", lambda: "8.9")
+    monkeypatch.setattr(machine, "arch", lambda: "8.9")
     assert nb.gpu("timing the versions") and not nb.arch_at_least("9.0")
     monkeypatch.setattr(nb, "_day_min_arch", None)
-    monkeypatch.setattr(toolchain, "arch", lambda: "7.5")
+    monkeypatch.setattr(machine, "arch", lambda: "7.5")
     assert nb.gpu("timing the versions")  # a day without a minimum (setup() with no day)
 
 
@@ -108,7 +108,7 @@ def test_a_day_is_built_for_its_oldest_gpu_where_this_one_is_older(monkeypatch):
     from grader.jit import extension
 
     built = {}
-    monkeypatch.setattr(toolchain, "arch", lambda: "7.5")
+    monkeypatch.setattr(machine, "arch", lambda: "7.5")
     monkeypatch.setattr(extension, "build", lambda files, **kw: built.setdefault("files", files))
     extension.build_day("day09")
     assert built["files"] and all(isinstance(f, Source) and f.arch == "8.0" for f in built["files"])

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from grader import beside, exercises, paths, toolchain
+from grader import beside, exercises, machine, paths
 
 
 def _notebook_cells():
@@ -31,7 +31,7 @@ def test_every_adapter_names_a_timed_exercise_and_its_notebook_times_it():
 
 
 def test_without_a_gpu_everything_says_why_and_returns_none(monkeypatch, capsys):
-    monkeypatch.setattr(toolchain, "has_gpu", lambda: False)
+    monkeypatch.setattr(machine, "has_gpu", lambda: False)
     assert beside.load("FlashInfer's first call") is None
     assert beside.measure("day06.rmsnorm", {}) is None
     out = capsys.readouterr().out
@@ -41,7 +41,7 @@ def test_without_a_gpu_everything_says_why_and_returns_none(monkeypatch, capsys)
 def test_without_flashinfer_it_says_how_to_install_it(monkeypatch, capsys):
     import torch
 
-    monkeypatch.setattr(toolchain, "has_gpu", lambda: True)
+    monkeypatch.setattr(machine, "has_gpu", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     monkeypatch.setitem(sys.modules, "flashinfer", None)  # import flashinfer -> ImportError
     monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST", raising=False)

@@ -1,7 +1,7 @@
 """Builds: compile errors come back as the first error with file and line; SASS is read without a GPU."""
 import pytest
 
-from grader import jit, toolchain
+from grader import jit, pyenv
 from grader.jit import BuildError, Source, compile_cubin, parse_first_error
 
 GOOD = """#include "course/vec.cuh"
@@ -86,7 +86,7 @@ def test_the_bindings_prelude_is_precompiled_with_flags_that_gcc_takes():
     built = jit.build([Source("tests/twice_ext.cu", GOOD)], name="test_twice", quiet=True)
     with pytest.raises(RuntimeError, match="'x' must be a CUDA tensor, got one on cpu"):
         built.module.twice(torch.zeros(4), 4)
-    if not toolchain.load_inline_features()["no_implicit_headers"]:
+    if not pyenv.load_inline_features()["no_implicit_headers"]:
         pytest.skip("this torch's load_inline puts torch/extension.h first: its own precompiled header applies")
     gch = jit.precompiled_header()
     assert gch.name == "course_binding_prelude.h.gch" and gch.exists()
@@ -118,7 +118,7 @@ def test_failed_build_leaves_nothing_behind():
     with pytest.raises(BuildError) as err:
         jit.build([src], name="test_bad", quiet=True)
     assert err.value.file == "tests/bad_ext.cu" and err.value.line == 8
-    leftovers = [p for p in (toolchain.cache_dir() / "ext").glob("test_bad_*")]
+    leftovers = [p for p in (pyenv.cache_dir() / "ext").glob("test_bad_*")]
     assert leftovers == []
 
 
@@ -131,7 +131,7 @@ def test_a_build_waits_while_another_process_writes_the_precompiled_header(tmp_p
 
     from grader.jit.extension import _pch_lock
 
-    monkeypatch.setattr(toolchain, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(pyenv, "cache_dir", lambda: tmp_path)
     (tmp_path / "extension.h.gch").write_bytes(b"half")
     writer = open(tmp_path / "pch.lock", "w")
     fcntl.flock(writer, fcntl.LOCK_EX)
@@ -178,18 +178,18 @@ def test_a_second_builder_of_the_same_module_waits_then_loads_it():
 def test_curand_header_links_left_by_another_environment_are_replaced(tmp_path, monkeypatch):
     """The curand*.h links in the build cache point into one .venv; made again elsewhere (another
     clone, a fresh `make setup`), the old links dangle and must not hide the headers."""
-    from grader import toolchain
+    from grader import toolkit
 
-    if not toolchain.extra_include_dirs():
+    if not toolkit.extra_include_dirs():
         pytest.skip("the CUDA toolkit here has curand_kernel.h itself: no links are made")
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     folder = tmp_path / "include-extra"
     folder.mkdir()
     (folder / "curand_kernel.h").symlink_to(tmp_path / "gone" / "curand_kernel.h")  # dangling
-    toolchain.extra_include_dirs.cache_clear()
+    toolkit.extra_include_dirs.cache_clear()
     try:
-        assert toolchain.extra_include_dirs() == [str(folder)]
+        assert toolkit.extra_include_dirs() == [str(folder)]
         assert (folder / "curand_kernel.h").exists()
         assert "curand" in (folder / "curand_kernel.h").read_text()
     finally:
-        toolchain.extra_include_dirs.cache_clear()
+        toolkit.extra_include_dirs.cache_clear()

@@ -1,5 +1,5 @@
 """Grading processes' start: torch's CPU threads, and the bytecode cache used where the install keeps
-no bytecode (toolchain.bytecode_prefix; on the course's GPU hosts it took each grading process's start
+no bytecode (pyenv.bytecode_prefix; on the course's GPU hosts it took each grading process's start
 from 6 to 3 CPU-seconds, and CUPTI's from 6 to 1.3)."""
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import config, paths, toolchain
+from grader import config, paths, pyenv
 from grader.check import sandbox
 from grader.check.supervise import isolate
 
@@ -19,39 +19,39 @@ def no_bytecode(tmp_path, monkeypatch):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(toolchain, "torch_dir", lambda: str(fake))
+    monkeypatch.setattr(pyenv, "torch_dir", lambda: str(fake))
     monkeypatch.setattr(sys, "pycache_prefix", None)
     yield fake
 
 
 def test_grading_processes_use_the_workers_thread_count_unless_one_is_set(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert toolchain.grading_env()["OMP_NUM_THREADS"] == str(config.WORKER_CPU_THREADS)
+    assert pyenv.grading_env()["OMP_NUM_THREADS"] == str(config.WORKER_CPU_THREADS)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert toolchain.grading_env()["OMP_NUM_THREADS"] == "2"
-    assert toolchain.grading_env(OMP_NUM_THREADS="1")["OMP_NUM_THREADS"] == "1"
+    assert pyenv.grading_env()["OMP_NUM_THREADS"] == "2"
+    assert pyenv.grading_env(OMP_NUM_THREADS="1")["OMP_NUM_THREADS"] == "1"
 
 
 def test_the_bytecode_cache_is_used_only_where_torch_has_no_bytecode(no_bytecode, tmp_path, monkeypatch):
-    prefix = toolchain.bytecode_prefix()
+    prefix = pyenv.bytecode_prefix()
     assert prefix == tmp_path / "cache" / "bytecode"
-    assert "PYTHONPYCACHEPREFIX" not in toolchain.grading_env()  # not filled yet: nothing to read
+    assert "PYTHONPYCACHEPREFIX" not in pyenv.grading_env()  # not filled yet: nothing to read
     pyc = no_bytecode / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
     pyc.parent.mkdir()
     pyc.write_bytes(b"")
-    assert toolchain.bytecode_prefix() is None and toolchain.write_bytecode() is None
+    assert pyenv.bytecode_prefix() is None and pyenv.write_bytecode() is None
     monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "mine"))  # the caller's own, as it is
-    assert toolchain.bytecode_prefix() == tmp_path / "mine"
+    assert pyenv.bytecode_prefix() == tmp_path / "mine"
 
 
 def test_the_bytecode_written_is_what_a_sandboxed_grading_process_reads_and_cannot_change(no_bytecode, tmp_path):
-    seconds = toolchain.write_bytecode(paths.ROOT, modules=("grader.config",))
-    prefix = toolchain.bytecode_prefix()
+    seconds = pyenv.write_bytecode(paths.ROOT, modules=("grader.config",))
+    prefix = pyenv.bytecode_prefix()
     assert seconds is not None and seconds > 0
     source = paths.ROOT / "grader" / "config.py"
     compiled = prefix / source.parent.relative_to("/") / f"config.{sys.implementation.cache_tag}.pyc"
     assert compiled.is_file(), sorted(p.name for p in prefix.rglob("*.pyc"))[:5]
-    env = toolchain.grading_env()
+    env = pyenv.grading_env()
     assert env["PYTHONPYCACHEPREFIX"] == str(prefix)
     if sandbox.available() is not None:
         pytest.skip(f"no sandbox here: {sandbox.available()}")
@@ -72,8 +72,8 @@ def test_a_class_run_waits_for_the_bytecode_only_where_torchs_is_not_written_yet
     missing (each would compile torch's Python afresh), and not where it is there (classroom/grade.py)."""
     import importlib.util
 
-    assert not toolchain.torch_bytecode_written()
-    prefix = toolchain.bytecode_prefix()
+    assert not pyenv.torch_bytecode_written()
+    prefix = pyenv.bytecode_prefix()
     sys.pycache_prefix = str(prefix)  # where Python itself reads torch's from, with that prefix
     try:
         written = Path(importlib.util.cache_from_source(str(no_bytecode / "__init__.py")))
@@ -81,19 +81,19 @@ def test_a_class_run_waits_for_the_bytecode_only_where_torchs_is_not_written_yet
         sys.pycache_prefix = None
     written.parent.mkdir(parents=True)
     written.write_bytes(b"")
-    assert toolchain.torch_bytecode_written()
+    assert pyenv.torch_bytecode_written()
     pyc = no_bytecode / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
     pyc.parent.mkdir()
     pyc.write_bytes(b"")  # an install that keeps its own
-    assert toolchain.bytecode_prefix() is None and toolchain.torch_bytecode_written()
+    assert pyenv.bytecode_prefix() is None and pyenv.torch_bytecode_written()
 
 
 def test_the_bytecode_written_beside_a_class_runs_start_touches_no_gpu(no_bytecode, monkeypatch):
     """With gpu=False (torch's bytecode, the profiler's with it, written before) the writer imports the
     modules and starts no CUDA context or profiler: it runs beside the GPUs' calibration."""
     ran = []
-    monkeypatch.setattr(toolchain.subprocess, "run", lambda argv, **kw: ran.append(argv[-1]))
-    toolchain.write_bytecode(paths.ROOT, gpu=False)
-    toolchain.write_bytecode(paths.ROOT)
+    monkeypatch.setattr(pyenv.subprocess, "run", lambda argv, **kw: ran.append(argv[-1]))
+    pyenv.write_bytecode(paths.ROOT, gpu=False)
+    pyenv.write_bytecode(paths.ROOT)
     assert "import_module('grader.check.worker')" in ran[0] and "warm_up" not in ran[0]
     assert "warm_up(profiler=True)" in ran[1]

@@ -2,7 +2,7 @@
 import pytest
 
 import grader
-from grader import config, paths, toolchain
+from grader import config, machine, paths, pyenv, toolkit
 from conftest import check
 from conftest import gpu
 
@@ -69,16 +69,16 @@ def test_scalar_loads_fail_the_vector_requirement():
 def test_result_renders_as_text_html_and_dict():
     result = check("day01.scale_add", solutions=True, perf=False, seeds=1)
     assert "day01.scale_add" in str(result) and "<table>" in result._repr_html_()
-    assert result.as_dict()["verdict"] == ("pass" if toolchain.has_gpu() else "not graded")
+    assert result.as_dict()["verdict"] == ("pass" if machine.has_gpu() else "not graded")
 
 
 def test_a_check_says_where_its_time_went():
     """The learner's loop: the result ends with one line of stage times (the checks and, on a
     GPU, the build, the grading process's start, the cases and the timing), also in the dict."""
-    result = check("day01.scale_add", solutions=True, perf=toolchain.has_gpu(), seeds=1)
+    result = check("day01.scale_add", solutions=True, perf=machine.has_gpu(), seeds=1)
     stages = result.as_dict()["timings"]
     assert "source and SASS checks" in stages and all(s >= 0 for s in stages.values())
-    if toolchain.has_gpu():
+    if machine.has_gpu():
         assert {"grading process start", "timing (1 case)"} <= set(stages), stages
         assert any(k.startswith("build") for k in stages) and any(" cases x 1 seed" in k for k in stages), stages
         assert sum(stages.values()) <= result.seconds * 1.05 + 0.5, (stages, result.seconds)
@@ -222,7 +222,7 @@ def test_a_grading_process_started_early_ends_when_its_check_is_gone(tmp_path):
     code = ("from grader.check.supervise import RunOptions, WarmWorker\n"
             "w = WarmWorker(RunOptions())\nprint(w.proc.pid, flush=True)\nimport os\nos._exit(0)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env=toolchain.subprocess_env())
+                         env=pyenv.subprocess_env())
     pid = int(out.stdout.split()[0])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -439,22 +439,22 @@ def test_the_sass_checks_need_no_torch_import_and_the_mode_is_known_at_the_end(t
 
     code = (
         "import sys, threading\n"
-        "from grader import toolchain\n"
+        "from grader import machine\n"
         "from grader.jit import sass\n"
         "from grader.exercises import get\n"
         "from grader.check import sandbox\n"
-        "sass._torch_include_dirs(); toolchain.arch(); sandbox._needed()\n"
+        "sass._torch_include_dirs(); machine.arch(); sandbox._needed()\n"
         "assert 'torch' not in sys.modules, 'the include folder, the arch or the sandbox mounts imported torch'\n"
         "from grader.check import pipeline\n"
         "ex = get('day01.scale_add')\n"
-        "toolchain._probe = threading.Thread()  # no probe: the checks alone must not import torch\n"
+        "machine._probe = threading.Thread()  # no probe: the checks alone must not import torch\n"
         "prep = pipeline._prepare(ex, ex.solution_path, True, None)\n"
         "assert 'torch' not in sys.modules, 'the static or SASS checks imported torch'\n"
         "assert not prep.result.failures, prep.result\n"
         "prep = pipeline.prepare(ex, ex.solution_path)\n"
         "assert prep.result.mode == 'compile-only', prep.result.mode\n"
     )
-    env = dict(toolchain.subprocess_env(), COURSE_FORCE_CPU="1", PYTHONPATH=str(paths.ROOT))
+    env = dict(pyenv.subprocess_env(), COURSE_FORCE_CPU="1", PYTHONPATH=str(paths.ROOT))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
@@ -480,7 +480,7 @@ def test_a_call_that_never_returns_is_stopped_at_the_run_limit(tmp_path):
 
     class Stuck:  # a grading process already started (as supervise.WarmWorker), here in a call for ever
         tmp = tmp_path
-        proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=toolchain.subprocess_env())
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=pyenv.subprocess_env())
 
     prep = Prepared(Result(ex.id, "scale_add.cu", "gpu"))
     opts = RunOptions(seeds=[["0", 0]], perf=False, timeout=120)
@@ -526,7 +526,7 @@ def test_the_shared_memory_poison_assembles_for_sm90():
 
     from grader.check import poison
 
-    home = toolchain.cuda_home()
+    home = toolkit.cuda_home()
     ptxas = home / "bin" / "ptxas" if home else None
     if not ptxas or not ptxas.exists():
         pytest.skip("no ptxas here (the CUDA toolkit)")
@@ -546,9 +546,9 @@ def test_the_side_stream_spin_waits_on_the_gpus_global_clock(tmp_path):
 
     from grader.check import ptx
 
-    home = toolchain.cuda_home()
+    home = toolkit.cuda_home()
     ptxas = home / "bin" / "ptxas" if home else None
-    cuobjdump = toolchain.binary_tool("cuobjdump")
+    cuobjdump = toolkit.binary_tool("cuobjdump")
     if not ptxas or not ptxas.exists() or not cuobjdump:
         pytest.skip("no ptxas or cuobjdump here (the CUDA toolkit)")
     for arch in ("sm_75", "sm_80", "sm_90"):  # (CUDA 13's ptxas has no sm_70; the driver JIT-compiles sm_70 PTX)
@@ -557,7 +557,7 @@ def test_the_side_stream_spin_waits_on_the_gpus_global_clock(tmp_path):
                              capture_output=True)
         assert out.returncode == 0, out.stderr
         sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
-                              env=toolchain.tool_env()).stdout
+                              env=toolkit.tool_env()).stdout
         assert "course_spin_ns" in sass and "GLOBALTIMER" in sass.upper(), sass
         assert "CLOCK" not in sass.upper(), sass
 

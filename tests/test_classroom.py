@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from grader import paths, toolchain
+from grader import machine, paths
 from grader.classroom import HIDDEN, grade_class
 from grader.classroom.reports import _public
 
@@ -144,7 +144,7 @@ def _fake_lane(monkeypatch) -> list:
     started = []
     monkeypatch.setattr(lane, "WarmWorker", lambda *a, **kw: _Warm(started, *a, **kw))
     monkeypatch.setattr(lane, "_NEXT", {})
-    monkeypatch.setattr(lane.toolchain, "gpu_present", lambda: True)
+    monkeypatch.setattr(lane.machine, "gpu_present", lambda: True)
     return started
 
 
@@ -219,7 +219,7 @@ def test_a_lane_primed_at_its_start_grades_its_first_submission_warm(monkeypatch
     warm, sanitizers = lane._warm_processes(ex, built, opts)
     assert warm == tuple(started[:1]) and sanitizers == {"memcheck": started[1]}
     lane._discard_next()
-    monkeypatch.setattr(lane.toolchain, "gpu_present", lambda: False)
+    monkeypatch.setattr(lane.machine, "gpu_present", lambda: False)
     lane.prime_lane(opts)
     assert lane._NEXT == {} and len(started) == 3  # (no GPU here: nothing started)
 
@@ -240,7 +240,7 @@ def test_a_lane_whose_next_processes_cannot_start_grades_as_ever(monkeypatch):
 
     monkeypatch.setattr(lane, "WarmWorker", Warm)
     monkeypatch.setattr(lane, "_NEXT", {})
-    monkeypatch.setattr(lane.toolchain, "gpu_present", lambda: True)
+    monkeypatch.setattr(lane.machine, "gpu_present", lambda: True)
     ex = exercises.get("day02.silu_and_mul")
     built = Prepared(Result(ex.id, "s/day02/silu_and_mul.cu", "gpu"), module_dir="/m", module_name="m")
     opts = RunOptions(runtime_root="/rt", sanitizers=("memcheck",))
@@ -303,7 +303,7 @@ def test_the_calibration_measures_every_exercise_in_one_process_and_says_which_f
     monkeypatch.setattr(subprocess, "run", lambda argv, **kw: started.append(argv) or real_run(argv, **kw))
     got = lane.measure_baselines(str(paths.ROOT), ["day01.scale_add", "day02.silu_and_mul"])
     assert list(got) == ["day01.scale_add", "day02.silu_and_mul"] and len(started) == 1
-    if toolchain.has_gpu():  # each its timed cases' baselines
+    if machine.has_gpu():  # each its timed cases' baselines
         assert all(v and all(x["value"] > 0 for x in v.values()) for v in got.values()), got
     else:
         assert all(v is None for v in got.values()), got

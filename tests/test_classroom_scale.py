@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import config, paths, toolchain
+from grader import config, machine, paths, pyenv
 from grader.classroom import grade_class
 from grader.classroom import slots
 from grader.classroom.slots import resolve_gpus, run_on_slots
@@ -522,11 +522,11 @@ def test_a_class_runs_binding_is_built_ahead_from_the_solution(tmp_path, monkeyp
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
     ex = exercises.get(EXERCISE)
-    monkeypatch.setattr(toolchain, "has_gpu", lambda: False)
+    monkeypatch.setattr(machine, "has_gpu", lambda: False)
     grade._prebuild_binding(ex.id, str(ex.solution_path))
     assert not (tmp_path / "cache" / "ext" / "bindings").exists()  # compile-only: nothing is linked there
-    monkeypatch.setattr(toolchain, "has_gpu", lambda: True)
-    monkeypatch.setattr(toolchain, "arch", lambda: toolchain.DEFAULT_ARCH)  # (no GPU to ask here)
+    monkeypatch.setattr(machine, "has_gpu", lambda: True)
+    monkeypatch.setattr(machine, "arch", lambda: machine.DEFAULT_ARCH)  # (no GPU to ask here)
     grade._prebuild_binding(ex.id, str(ex.solution_path))
     (obj,) = (tmp_path / "cache" / "ext" / "bindings").glob("*/main.o")
     made = obj.stat().st_mtime_ns
@@ -563,7 +563,7 @@ def test_the_preparation_counts_the_cpus_this_run_may_use():
     import subprocess
     import sys
 
-    code = "import os; os.sched_setaffinity(0, {0}); from grader import toolchain; print(toolchain.usable_cpus())"
+    code = "import os; os.sched_setaffinity(0, {0}); from grader import machine; print(machine.usable_cpus())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=paths.ROOT, check=True)
     assert out.stdout.strip() == "1"
 
@@ -580,7 +580,7 @@ def test_a_class_run_says_how_busy_its_cpus_were():
         subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"],
                        check=True)
     r = meter.result()
-    assert r["cpu_s"] >= 0.5 and r["cpus"] == toolchain.usable_cpus()
+    assert r["cpu_s"] >= 0.5 and r["cpus"] == machine.usable_cpus()
     assert r["busy_cpu_s"] >= 0.3  # (whatever ran: at least the spin, but for the sample it ended in)
     assert r["busy"] is not None and 0.0 < r["busy"] <= 1.0 and 0.0 <= r["saturated"] <= 1.0
 
@@ -597,7 +597,7 @@ def test_a_preparation_process_prepares_its_first_submission_at_normal_priority_
             "for _ in range(3):\n"
             f"    grade._prepare_job(grade.PrepareJob('day02.silu_and_mul', {str(tmp_path)!r}, 'x'))\n"
             "print(json.dumps({'seen': seen, 'omp': os.environ.get('OMP_NUM_THREADS')}))\n")
-    env = dict(toolchain.subprocess_env())
+    env = dict(pyenv.subprocess_env())
     env.pop("OMP_NUM_THREADS", None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -698,7 +698,7 @@ def test_a_preparation_that_fails_for_the_graders_own_reasons_is_tried_once_more
             "    raised = str(e)\n"
             "print(json.dumps({'got': got, 'calls': calls, 'raised': raised}))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=toolchain.subprocess_env(), timeout=120)
+                          env=pyenv.subprocess_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"got": "prepared", "calls": ["once", "once", "never", "never"], "raised": "[Errno 14] Bad address"}

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import release, stubs, toolchain
+from grader import machine, release, stubs
 from conftest import check
 from grader.exercises import day14
 
@@ -172,7 +172,7 @@ def test_spec_counts():
     assert all(day14.DECODER.tolerance(c.params).why for c in day14.DECODER.cases)
 
 
-@pytest.mark.skipif(toolchain.has_gpu(), reason="on a GPU the check runs every case: the GPU verification does that")
+@pytest.mark.skipif(machine.has_gpu(), reason="on a GPU the check runs every case: the GPU verification does that")
 def test_solution_through_the_grader_without_a_gpu():
     res = check("day14.decoder", source=SOLUTION, quiet=True, perf=False)
     assert not res.failures, str(res)

@@ -293,8 +293,8 @@ def test_a_check_whose_time_limit_beside_others_is_no_verdict_is_graded_again_al
     monkeypatch.setattr(pipeline, "prepare", lambda ex, path, quiet=False: Prepared(Result(ex.id, str(path), "gpu")))
     monkeypatch.setattr(pipeline, "run", fake_run)
     monkeypatch.setattr(shared_gpu, "run", fake_run)
-    monkeypatch.setattr(pipeline.toolchain, "gpu_present", lambda: False)
-    monkeypatch.setattr(pipeline.toolchain, "start_gpu_probe", lambda: None)  # (no torch import in the background)
+    monkeypatch.setattr(pipeline.machine, "gpu_present", lambda: False)
+    monkeypatch.setattr(pipeline.machine, "start_gpu_probe", lambda: None)  # (no torch import in the background)
     for stop in stops:
         runs.clear()
         result = shared_gpu.check_sharing_gpu("day01.scale_add", source=tmp_path / "x.cu", gate=str(gate_root))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import exercises, paths, toolchain
+from grader import exercises, machine, paths, pyenv
 from grader.jit import build, symbols
 from grader.check import sandbox
 from conftest import check
@@ -250,7 +250,7 @@ def test_class_grading_refuses_every_hostile_submission_and_keeps_the_gradebook(
     said = [i for i, line in enumerate(lines) if line.startswith("sandbox: ")]
     assert len(said) == 1 and ("NOT available" in lines[said[0]]) == (sandbox.available() is not None)
     assert said[0] < min(i for i, line in enumerate(lines) if line.split()[:1] and line.split()[0] in SUBMISSIONS)
-    assert said[0] == 1 or toolchain.has_gpu()
+    assert said[0] == 1 or machine.has_gpu()
     rows = {r["student"]: r for r in json.loads((out / "gradebook.json").read_text())}
     for name, m in SUBMISSIONS.items():
         row = rows[name]
@@ -454,7 +454,7 @@ def test_sandbox_contains_hostile_code_the_worker_loads(tmp_path, places, listen
     src.write_text(PROBE)
     built = build([src], name="hostile_probe", quiet=True, load=False)
     loader = f"from grader.jit import load_built; load_built({str(built.directory)!r}, {built.name!r})"
-    env = toolchain.subprocess_env(COURSE_PROBE_OUTSIDE=str(outside), COURSE_PROBE_HIDDEN=str(hidden),
+    env = pyenv.subprocess_env(COURSE_PROBE_OUTSIDE=str(outside), COURSE_PROBE_HIDDEN=str(hidden),
                                    COURSE_PROBE_PORT=str(PORT))
     argv, env = isolate([sys.executable, "-c", loader], env, str(scratch), readable=[str(built.directory)],
                         hide=[str(hidden)])

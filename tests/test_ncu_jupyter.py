@@ -6,14 +6,14 @@ import importlib.util
 
 import pytest
 
-from grader import toolchain
+from grader import machine
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("jupyter_server") is None or importlib.util.find_spec("jupyterlab_nvidia_nsight") is None,
     reason="the lab extra (jupyter_server, jupyterlab-nvidia-nsight) is not installed")
 
 
-@pytest.mark.skipif(toolchain.has_gpu(), reason="the GPU path is the verification's (it profiles for minutes)")
+@pytest.mark.skipif(machine.has_gpu(), reason="the GPU path is the verification's (it profiles for minutes)")
 def test_a_kernel_started_by_the_server_gets_the_magics_and_skips_cleanly(tmp_path):
     from grader.maintain import ncu_jupyter
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for `grader`
-from grader import toolchain  # noqa: E402
+from grader import toolkit  # noqa: E402
 
 MODES = {0: ("LDS", "STS"), 1: ("LDSM", "STS"), 2: ("LDS", "LDGSTS"), 3: ("LDSM", "LDGSTS")}
 
 
 def main() -> int:
-    home = toolchain.cuda_home()
+    home = toolkit.cuda_home()
     sanitizer = str(Path(home) / "bin" / "compute-sanitizer") if home else "compute-sanitizer"
     exe = Path(tempfile.mkdtemp()) / "probe"
-    subprocess.run([toolchain.nvcc_path() or "nvcc", "-arch=sm_90", "-o", str(exe), str(HERE / "probe.cu")], check=True)
+    subprocess.run([toolkit.nvcc_path() or "nvcc", "-arch=sm_90", "-o", str(exe), str(HERE / "probe.cu")], check=True)
     rows = []
     for mode, (read, write) in MODES.items():
         proc = subprocess.run([sanitizer, "--tool", "racecheck", "--racecheck-report", "all", str(exe), str(mode)],

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import toolchain
+from .. import pyenv
 from .gate import GpuGate
 from .verdict import compare_outputs
 from .worker_config import WorkerConfig, exact_fields
@@ -186,7 +186,7 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
         with GpuGate(opts.gate).holding(own) if opts.gate else nullcontext(), open(log, "wb") as f:
             try:
                 rc = subprocess.run([sys.executable, "-m", "grader.check.judge", str(cfg)], cwd=own, stdout=f,
-                                    stderr=subprocess.STDOUT, env=toolchain.grading_env(opts.runtime_root),
+                                    stderr=subprocess.STDOUT, env=pyenv.grading_env(opts.runtime_root),
                                     timeout=limit).returncode
             except subprocess.TimeoutExpired:
                 rc, why = None, f"the judge did not finish within {limit:g} s"

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import jit as _build
-from .. import config, toolchain
+from .. import config, machine, pyenv, toolkit
 from .. import exercises as _exercises
 from ..stubs import untouched_stub
 from ..spec import Exercise
@@ -53,9 +53,9 @@ def prepare(ex: Exercise, path: Path, quiet: bool = True, display: str | None = 
     """Everything before the kernel runs: read, static checks, SASS, build. Needs no GPU to
     compile; builds the extension only where a GPU will run it. torch's import (has_gpu) runs
     beside the static and SASS checks, which need no torch: the mode is known at the end."""
-    toolchain.start_gpu_probe()
+    machine.start_gpu_probe()
     prep = _prepare(ex, path, quiet, display)
-    prep.result.mode = toolchain.mode()
+    prep.result.mode = machine.mode()
     return prep
 
 
@@ -103,7 +103,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
                                          for op in ("LDS", "STS"))
         prep.uses_shared_memory = any(k.has_opcode(op) for k in report.kernels for op in SHARED_OPCODES)
     t_probe = time.perf_counter()
-    gpu = toolchain.has_gpu()  # (torch's import and the CUDA probe, started beside the checks: what is left)
+    gpu = machine.has_gpu()  # (torch's import and the CUDA probe, started beside the checks: what is left)
     waited = time.perf_counter() - t_probe
     if waited > 0.01:
         result.add_time(PROBE_STAGE, waited)
@@ -114,9 +114,9 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
         return prep
-    if not ex.runs_here(toolchain.arch()):
-        why = (f"skipped: this exercise runs on a GPU of {ex.needs()}; this one is {toolchain.arch()}, so it was "
-               f"compiled for sm_{ex.compile_arch(toolchain.arch()).replace('.', '')} and its SASS checked only")
+    if not ex.runs_here(machine.arch()):
+        why = (f"skipped: this exercise runs on a GPU of {ex.needs()}; this one is {machine.arch()}, so it was "
+               f"compiled for sm_{ex.compile_arch(machine.arch()).replace('.', '')} and its SASS checked only")
         for group in ("correctness", "work", "performance"):
             result.add(group, "run on a GPU", "skip", why)
         return prep
@@ -225,7 +225,7 @@ def _prepare_python(ex: Exercise, src: _build.Source, prep: Prepared, path: Path
     deps = _prepare_dependencies(ex, path, prep.result)
     if deps is None:
         return prep
-    gpu = toolchain.has_gpu()
+    gpu = machine.has_gpu()
     if not gpu:
         for group in ("correctness", "work", "performance"):
             prep.result.add(group, "run on a GPU", "skip", "skipped: no CUDA GPU here (compile-only mode)")
@@ -233,7 +233,7 @@ def _prepare_python(ex: Exercise, src: _build.Source, prep: Prepared, path: Path
             return prep
         prep.cpu_only = True
     name = f"{ex.id.replace('.', '_')}_{hashlib.sha256(src.text.encode()).hexdigest()[:16]}"
-    folder = toolchain.cache_dir() / "py" / name
+    folder = pyenv.cache_dir() / "py" / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.py").write_text(src.text, encoding="utf-8")
     prep.module_dir, prep.module_name, prep.deps = str(folder), name, deps
@@ -262,7 +262,7 @@ def _prepare_dependencies(ex: Exercise, path: Path, result: Result) -> dict | No
         if not static_checks(dep, dep_src, scratch):
             result.add("source", label, "fail", "; ".join(i.detail for i in scratch.failures)[:500])
             return None
-        if toolchain.has_gpu():
+        if machine.has_gpu():
             try:  # compiled once, its object checked, then linked from it (as an exercise's own file)
                 report = _build.compile_cubin(dep_src, host_object=True)
                 if not link_checks(dep, dep_src, scratch, report):
@@ -330,7 +330,7 @@ def sanitizer_stage(ex: Exercise, prep: Prepared, opts: RunOptions, tool: str, w
     name = f"compute-sanitizer {tool}"
     spec_hash = hashlib.sha256(ex.spec_path.read_bytes()).hexdigest()[:12]
     cap = sanitize_max_bytes(replace(opts, sanitize=tool))
-    cached = toolchain.cache_dir() / "sanitizer" / f"{prep.module_name}-{ex.id}-{spec_hash}-{tool}-{cap}.json"
+    cached = pyenv.cache_dir() / "sanitizer" / f"{prep.module_name}-{ex.id}-{spec_hash}-{tool}-{cap}.json"
     if cached.exists():
         item = json.loads(cached.read_text())
         prep.result.add("work", name, item["status"], item["detail"], dict(item["metrics"], cached=True))
@@ -384,12 +384,12 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     `run_step(ex, prep, opts, warm, ncu_run, warm_sanitizers)` runs the prepared submission and returns
     the Prepared whose result is the verdict (default: once; shared_gpu.check_sharing_gpu passes its own)."""
     t0, t0_wall = time.perf_counter(), time.time()
-    toolchain.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
+    machine.start_gpu_probe()  # torch's import, beside the grading processes' start and the checks
     ex = _exercises.get(exercise)
     path = Path(source) if source else default_source(ex, solutions)
     learner_default = sanitizers is None
     if learner_default:
-        sanitizers = config.CHECK_SANITIZERS if toolchain.compute_sanitizer() and toolchain.gpu_present() else ()
+        sanitizers = config.CHECK_SANITIZERS if toolkit.compute_sanitizer() and machine.gpu_present() else ()
     opts = RunOptions(seeds=seed_list(seeds, secret_seed), perf=perf and not sanitize, sanitize=sanitize,
                       sanitizers=() if sanitize else tuple(sanitizers),
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s,
@@ -407,7 +407,7 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
     # worker._cuda_session avoids: reports/cupti-start-f23237f-h100.log, reports/learner-loop-fb78881-h100.log.)
     warm, ncu_run, warm_sanitizers = None, None, {}
     t_warm = time.perf_counter()
-    if ex.learner_file != "python" and not sanitize and toolchain.gpu_present():
+    if ex.learner_file != "python" and not sanitize and machine.gpu_present():
         first = WarmWorker(opts)
         warm = (first, WarmWorker(opts, profiler=True, after=first))
         if ex.max_bank_conflicts is not None:

@@ -156,14 +156,14 @@ def _resolve(paths) -> list[Path]:
 
 def _needed() -> list[Path]:
     """What any Python grading process reads: the interpreter, its libraries, torch, CUDA."""
-    from .. import toolchain
+    from .. import pyenv, toolkit
 
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    torch = toolchain.torch_dir()  # (found, not imported: an import here held a check up for seconds)
+    torch = pyenv.torch_dir()  # (found, not imported: an import here held a check up for seconds)
     if torch:
         paths.append(torch)
 
-    home = toolchain.cuda_home()
+    home = toolkit.cuda_home()
     if home:
         paths.append(str(home))
     return _resolve(paths)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import config, paths, toolchain
+from .. import config, paths, pyenv, toolkit
 from ..spec import Exercise
 from . import judge, sandbox, timed_apart
 from .gate import GpuGate, Supervised, _write, calling_for
@@ -168,7 +168,7 @@ def isolate(argv: list[str], env: dict, scratch: str, readable=(), hide=()) -> t
     back read-only, `scratch` the only writable folder; unchanged where it does not."""
     if sandbox.available() is not None:
         return argv, env
-    hidden = [paths.SOLUTIONS, toolchain.cache_dir(), *hide]
+    hidden = [paths.SOLUTIONS, pyenv.cache_dir(), *hide]
     # (the bytecode cache, inside the build cache where the install has none: read-only, like torch)
     readable = [*readable, env.get("PYTHONPYCACHEPREFIX")]
     return (sandbox.wrap(argv, scratch, readable=[r for r in readable if r], hidden=hidden),
@@ -257,7 +257,7 @@ class WarmWorker:
         self.sanitize, self.used = sanitize, False
         self.over_memory = 0  # bytes, where it was stopped while waiting (_WaitingWatch)
         wait = ["--wait-profiler" if profiler else "--wait", str(self.config), *(["--after"] if after else [])]
-        env = toolchain.grading_env(opts.runtime_root)
+        env = pyenv.grading_env(opts.runtime_root)
         prefix = []
         if sanitize:
             env.update(SANITIZER_ENV)
@@ -356,7 +356,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(worker_config.to_json())
         log = Path(tmp) / "output.log"
-        env = toolchain.grading_env(opts.runtime_root)
+        env = pyenv.grading_env(opts.runtime_root)
         if opts.sanitize:
             env.update(SANITIZER_ENV)
         if warm is not None:
@@ -492,7 +492,7 @@ SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
 
 def _sanitizer_prefix(tool: str) -> list[str]:
-    exe = toolchain.compute_sanitizer() or "compute-sanitizer"
+    exe = toolkit.compute_sanitizer() or "compute-sanitizer"
     skip = ",".join(f"kns={name}" for name in config.SANITIZER_SKIP_KERNELS)
     return [exe, "--tool", tool, "--print-limit", "5", "--kernel-name-exclude", skip]
 

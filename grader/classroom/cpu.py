@@ -14,7 +14,7 @@ import os
 import resource
 import threading
 
-from .. import toolchain
+from .. import machine
 
 
 def _cpu_seconds() -> float:
@@ -84,7 +84,7 @@ class CpuMeter:
 
     def result(self) -> dict:
         n = len(self.samples)
-        return {"cpus": toolchain.usable_cpus(), "cpu_s": self.cpu_s,
+        return {"cpus": machine.usable_cpus(), "cpu_s": self.cpu_s,
                 "busy_cpu_s": self.busy_ticks / os.sysconf("SC_CLK_TCK") if n else None,
                 "busy": sum(self.samples) / n if n else None,
                 "saturated": sum(s >= 0.9 for s in self.samples) / n if n else None}

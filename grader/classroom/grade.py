@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import config, paths, toolchain
+from .. import config, machine, paths, pyenv
 from .. import exercises as _exercises
 from ..check import Prepared, Result, RunOptions, prepare, sandbox
 from .reports import write_reports
@@ -63,7 +63,7 @@ def _prepare_job(job: PrepareJob):
     ex = _exercises.get(job.exercise)
     try:
         if job.path is None:
-            return Prepared(Result(job.exercise, job.display, toolchain.mode()))
+            return Prepared(Result(job.exercise, job.display, machine.mode()))
         try:
             return prepare(ex, Path(job.path), display=job.display)
         except Exception:  # the grader's own trouble, not the submission's (prepare makes rows of those): once more
@@ -80,7 +80,7 @@ _NICED = []
 def _prebuild_binding(ex_id: str, path: str) -> None:
     """An exercise's binding object compiled from its solution (jit.prebuild_binding) as the run starts,
     where the submissions will be linked (a GPU: compile-only runs link none)."""
-    if toolchain.has_gpu():
+    if machine.has_gpu():
         from ..jit import prebuild_binding
 
         ex = _exercises.get(ex_id)
@@ -126,10 +126,10 @@ def _below_the_gradings() -> None:
 
 def _preparation_process() -> None:
     """A preparation process's start: torch's import (the build's) as a grading process's
-    (toolchain.grading_env: its threads, its bytecode)."""
+    (pyenv.grading_env: its threads, its bytecode)."""
     import sys
 
-    env = toolchain.grading_env()
+    env = pyenv.grading_env()
     os.environ.setdefault("OMP_NUM_THREADS", env["OMP_NUM_THREADS"])
     if "PYTHONPYCACHEPREFIX" in env:
         sys.pycache_prefix = env["PYTHONPYCACHEPREFIX"]
@@ -137,7 +137,7 @@ def _preparation_process() -> None:
 
 def _said_bytecode(echo, wrote: list) -> None:
     if wrote and wrote[0] is not None:
-        echo(f"the grading processes' Python bytecode (this install keeps none): {toolchain.bytecode_prefix()}, "
+        echo(f"the grading processes' Python bytecode (this install keeps none): {pyenv.bytecode_prefix()}, "
              f"{wrote[0]:.0f} s")
 
 
@@ -220,7 +220,7 @@ def grade_class(submissions: str | Path, out: str | Path, only: list[str] | None
             todo.append((student, ex, path, display))
     echo(f"{len(students)} students, {len(exs)} exercises: {len(todo)} to grade "
          f"({len(students) * len(exs) - len(todo)} already graded)")
-    sandbox_known = _sandbox_gpu_check(toolchain.has_gpu() and bool(todo), echo)
+    sandbox_known = _sandbox_gpu_check(machine.has_gpu() and bool(todo), echo)
     session = None
     adopted = adopt_orphans()  # (a grading process whose lane died comes to this process: stopped at the end)
     if ray is not None and todo:  # a local cluster starts while the submissions are prepared
@@ -314,17 +314,17 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
            session, run_file, t0, lanes, sandbox_known) -> int:
     t_build = time.perf_counter()
     runtime = _runtime_copy(out / ".work")
-    # The grading processes' bytecode, where the install keeps none (toolchain.bytecode_prefix), beside the
+    # The grading processes' bytecode, where the install keeps none (pyenv.bytecode_prefix), beside the
     # first build. Where torch's is there already (written once per install, the profiler's modules with
     # it), nothing waits for the rest (the grader's copy for this run: its processes compile what they import
     # meanwhile), and it touches no GPU (a CUDA context beside the calibration's timing).
     wrote: list = []
-    torch_compiled = toolchain.torch_bytecode_written()
-    bytecode = threading.Thread(target=lambda: wrote.append(toolchain.write_bytecode(runtime, gpu=not torch_compiled)),
+    torch_compiled = pyenv.torch_bytecode_written()
+    bytecode = threading.Thread(target=lambda: wrote.append(pyenv.write_bytecode(runtime, gpu=not torch_compiled)),
                                 daemon=True)
     bytecode.start()
     ahead, bindings_built = None, []
-    if toolchain.has_gpu():  # make the shared precompiled header once, before the parallel builds
+    if machine.has_gpu():  # make the shared precompiled header once, before the parallel builds
         from ..jit import WARMUP_SOURCE, build
 
         build([WARMUP_SOURCE], name="warmup", quiet=True)
@@ -332,7 +332,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
     if not torch_compiled:
         bytecode.join()
         _said_bytecode(echo, wrote)
-    jobs = jobs or max(1, toolchain.usable_cpus() // 2)
+    jobs = jobs or max(1, machine.usable_cpus() // 2)
     opts = RunOptions(seeds=[[str(s), s] for s in range(seeds)] + [["secret", secret]],
                       timeout=timeout or config.CLASS_TIMEOUT_S, memory_limit_gb=memory_gb, runtime_root=runtime,
                       sanitizers=config.CLASS_SANITIZERS, case_memory_kept=config.CASE_MEMORY_KEPT_BYTES,
@@ -430,7 +430,7 @@ def _grade(submissions, out, exs, todo, problems, secret, jobs, timeout, memory_
         "per_gpu": per_gpu, "first_prepared_s": stats.get("first_item_s"),
         "bindings_built_s": max(bindings_built) - t_run if bindings_built else None,
         "before_gpu_phase_s": t_run - t0,
-        "has_gpu": toolchain.has_gpu(), "cpu": cpu}, indent=1))
+        "has_gpu": machine.has_gpu(), "cpu": cpu}, indent=1))
     echo(f"graded {len(todo)} submissions in {total:.0f} s (prepare {build_s:.0f} s, GPU {run_s:.0f} s "
          f"on {len(per_gpu) or 1} GPU{'s' if len(per_gpu) > 1 else ''}"
          + (", preparing and grading side by side" if session is None else "")
@@ -453,7 +453,7 @@ def _grade_on_slots(items, devices, runtime, exs, done, echo, run_info, save_run
     `early`: there are submissions to grade, so each GPU's calibration and its lanes' processes start
     at once, beside the first builds, not after the first submission is built."""
     ex_by_id = {e.id: e for e in exs}
-    gpu = toolchain.has_gpu()
+    gpu = machine.has_gpu()
     names = ", ".join(d or "the one visible" for d in devices)
     echo(f"grading on {len(devices)} GPU{'s' if len(devices) > 1 else ''} ({names}), "
          + ("one submission at a time on each" if lanes == 1 else

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from .. import exercises as _exercises
-from .. import toolchain
+from .. import machine, pyenv
 from ..check import Prepared, Result, RunOptions, run
 from ..check.gate import ALONE_PHASE, GpuGate, first_run_phase
 from ..check.supervise import WarmWorker
@@ -46,7 +46,7 @@ def measure_baselines(runtime: str, exercise_ids: list[str], device: str | None 
             "    except Exception as e:\n        print(f'{ex_id}: {type(e).__name__}: {e}', file=sys.stderr)\n"
             "        out[ex_id] = None\n"
             "print(json.dumps(out))\n")
-    env = toolchain.grading_env(runtime)
+    env = pyenv.grading_env(runtime)
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
@@ -61,7 +61,7 @@ def calibrate_all(runtime: str, exercise_ids: list[str], device: str | None = No
     """A slot's setup: the baseline of its GPU (`device`) for every exercise of the run ({} without a GPU).
     Started by the run's own process as the GPU phase starts: not after the sandbox's GPU check, nor in
     the slot's process, both of which come first (it would wait seconds for the sandbox's check)."""
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         return {}
     return measure_baselines(runtime, exercise_ids, device)
 
@@ -95,7 +95,7 @@ def _warm_processes(ex, prep: Prepared, opts: RunOptions) -> tuple[tuple | None,
     (None, {}) to start its own."""
     global _NEXT
     if ex.learner_file == "python" or not prep.module_dir or prep.cpu_only or opts.sanitize \
-            or not toolchain.gpu_present():
+            or not machine.gpu_present():
         return None, {}
     if not _NEXT:
         import multiprocessing.util
@@ -119,7 +119,7 @@ def prime_lane(opts: RunOptions) -> None:
     Python's, torch's and CUPTI's start under the load of the builds (seconds of each), a cost each GPU
     pays once per run, which no second GPU shortens."""
     global _NEXT
-    if _NEXT or not toolchain.gpu_present():
+    if _NEXT or not machine.gpu_present():
         return
     import multiprocessing.util
 

@@ -43,7 +43,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .. import paths, toolchain
+from .. import machine, paths
 
 INSTALL = "pip install -e '.[ray]'"
 CONNECT_TIMEOUT_S = 180.0   # a local cluster's start on a loaded 2-core machine took 25-60 s
@@ -120,7 +120,7 @@ def ray_grade(payload: dict) -> dict:
     node = _node_dir(payload["run_id"])
     runtime = _runtime_on_node(node)
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    has_gpu = toolchain.has_gpu()
+    has_gpu = machine.has_gpu()
     if has_gpu and sandbox.available() is None:  # does CUDA work in the sandbox on this node? once per node
         why = _cached_json(node / "sandbox.json", lambda: {"problem": sandbox.check_gpu()})["problem"]
         if why:
@@ -287,7 +287,7 @@ class RaySession:
         self.runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}  # the workers import the grader
         self.cluster, self.saved, self.address = None, {}, address
         if address is None:
-            real = [d for d in devices if d is not None] if toolchain.has_gpu() else []
+            real = [d for d in devices if d is not None] if machine.has_gpu() else []
             gpus = num_gpus or len(devices)
             env = dict(os.environ, PYTHONPATH=pythonpath, RAY_USAGE_STATS_ENABLED="0")
             if real:
@@ -360,7 +360,7 @@ def _run_tasks(ray, items, ex_by_id, on_done, echo, run_info, save_run, max_retr
 
 def _run_tasks_of(ray, run_id, items, ex_by_id, on_done, echo, run_info, save_run, max_retries, task) -> dict:
     remote = ray.remote(task).options(num_gpus=1, max_retries=max_retries, retry_exceptions=True)
-    built_here = toolchain.has_gpu()
+    built_here = machine.has_gpu()
     rebuilt = sum(1 for it in items if not it.prepared.module_dir and not it.prepared.result.failures and it.path)
     # A window of tasks in flight (a few per GPU of the cluster), not all of them: each carries its
     # extension's bytes, which Ray keeps in the object store until the task is done.

@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import toolchain
+from .. import machine
 
 
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them for a child ('0', '1', or
     UUIDs): the entries of CUDA_VISIBLE_DEVICES where it is set, else 0 .. device_count - 1."""
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         return []
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None and env.strip():

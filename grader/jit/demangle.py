@@ -6,14 +6,14 @@ import re
 import shutil
 import subprocess
 
-from .. import toolchain
+from .. import toolkit
 
 
 def demangle(mangled: list[str]) -> dict[str, str]:
     """Readable kernel names, e.g. `silu_and_mul_kernel<__half, 8>`: cu++filt from the CUDA
     toolkit (GNU c++filt where the toolkit has none; both read the Itanium C++ ABI), without
     the return type and parameter list. A name no tool can read stays mangled."""
-    tool = toolchain.binary_tool("cu++filt") or shutil.which("c++filt")
+    tool = toolkit.binary_tool("cu++filt") or shutil.which("c++filt")
     if not tool or not mangled:
         return {m: m for m in mangled}
     proc = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True)

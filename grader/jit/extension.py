@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import paths, toolchain
+from .. import machine, paths, pyenv, toolkit
 from .errors import BuildError, parse_first_error
 from .exports import BINDING_PRELUDE, Export, generate_binding, global_kernel_names, parse_exports
 from .sass import assembler_deps_flags, dependency_files, foreign_files, reads_message, without_foreign_text
@@ -116,7 +116,7 @@ class Built:
     @property
     def binding_directory(self) -> Path:
         """The folder where the binding this build links in was compiled (main.cpp, main.o)."""
-        return toolchain.cache_dir() / "ext" / "bindings" / self.library.stem
+        return pyenv.cache_dir() / "ext" / "bindings" / self.library.stem
 
     def __getattr__(self, item):
         return getattr(self.module, item)
@@ -169,7 +169,7 @@ def cache_key(sources: list, binding: str, arch: str, features: dict, flags=()) 
     # The include folder is part of the key: two checkouts of the course never share a build (what a
     # build read is checked against the checkout's own headers).
     return content_hash(sources, [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda),
-                                  str(toolchain.nvcc_version()), str(paths.INCLUDE),
+                                  str(toolkit.nvcc_version()), str(paths.INCLUDE),
                                   arch, " ".join(_cuda_cflags(arch) + list(flags) + TORCH_NVCC_FLAGS), str(features)])
 
 
@@ -182,8 +182,8 @@ def module_name(files, name: str = "course", flags: tuple[str, ...] = ()) -> str
     without building: a request whose name is already built loads that build."""
     sources = _as_sources(files)
     exports = [e for s in sources for e in parse_exports(s.text, s.path)]
-    arch = target_arch(sources, toolchain.arch())
-    return _module_name(name, cache_key(sources, generate_binding(exports), arch, toolchain.load_inline_features(), flags))
+    arch = target_arch(sources, machine.arch())
+    return _module_name(name, cache_key(sources, generate_binding(exports), arch, pyenv.load_inline_features(), flags))
 
 
 def build(files, name: str = "course", quiet: bool = False, load: bool = True, flags: tuple[str, ...] = ()) -> Built:
@@ -203,7 +203,7 @@ def build(files, name: str = "course", quiet: bool = False, load: bool = True, f
     module_name = _module_name(name, cache_key(sources, binding, arch, features, flags))
     if module_name in _loaded:
         return _loaded[module_name]
-    build_dir = toolchain.cache_dir() / "ext" / module_name
+    build_dir = pyenv.cache_dir() / "ext" / module_name
     own_binding = load and _imported.get(import_name, build_dir) != build_dir
     if own_binding:
         # This process has imported another build of this binding (a notebook rebuilding an edited
@@ -260,7 +260,7 @@ def build_checked(source, host_object: str | Path | None, name: str, quiet: bool
     key = content_hash([], ["linked from a checked object", digest, binding, BINDING_VERSION, arch, str(features),
                             str(paths.INCLUDE)])
     module_name = _module_name(name, key)
-    build_dir = toolchain.cache_dir() / "ext" / module_name
+    build_dir = pyenv.cache_dir() / "ext" / module_name
     library = build_dir / f"{import_name}.so"
     with _module_lock(build_dir):
         if library.exists():
@@ -286,9 +286,9 @@ def _binding_for(sources, exports, name: str) -> tuple[str, str, dict, str]:
     """What build, build_checked and prebuild_binding start from: the binding generated for `exports`, the
     target arch ('9.0a' when a file is named *_sm90a.cu), load_inline's features, and the import name the
     binding's object is cached under (binding_key)."""
-    toolchain.cuda_home()
-    arch = target_arch(sources, toolchain.arch())
-    features = toolchain.load_inline_features()
+    toolkit.cuda_home()
+    arch = target_arch(sources, machine.arch())
+    features = pyenv.load_inline_features()
     binding = generate_binding(exports)
     return binding, arch, features, _module_name(name, "b" + binding_key(binding, arch, features))
 
@@ -319,7 +319,7 @@ def _prelude_dir() -> Path:
 
     key = hashlib.sha256("\0".join([BINDING_PRELUDE, torch.__version__, str(torch.version.cuda),
                                     cpp_extension.get_cxx_compiler()]).encode()).hexdigest()[:16]
-    folder = toolchain.cache_dir() / "prelude" / key
+    folder = pyenv.cache_dir() / "prelude" / key
     header = folder / PRELUDE_FILE
     if not header.exists():
         folder.mkdir(parents=True, exist_ok=True)
@@ -337,7 +337,7 @@ def _prelude_gch() -> Path:
 def precompiled_header() -> Path:
     """The precompiled header builds use here, made by the first build: the prelude's, or
     torch/extension.h's where load_inline puts that first (_torch_pch)."""
-    torch_include, use_pch = _torch_pch(toolchain.load_inline_features())
+    torch_include, use_pch = _torch_pch(pyenv.load_inline_features())
     return torch_include / "extension.h.gch" if use_pch else _prelude_gch()
 
 
@@ -404,13 +404,13 @@ def binding_key(binding: str, arch: str, features: dict) -> str:
     import torch
 
     return content_hash([], [binding, BINDING_VERSION, torch.__version__, str(torch.version.cuda), str(paths.INCLUDE),
-                             *map(str, toolchain.extra_include_dirs()), arch, str(features)])
+                             *map(str, toolkit.extra_include_dirs()), arch, str(features)])
 
 
 def _inline_kwargs(name: str, build_dir: Path, arch: str, features: dict, flags=()) -> dict:
     """load_inline's arguments shared by the binding's build and the kernels' builds."""
     kwargs = dict(name=name, extra_cuda_cflags=_cuda_cflags(arch) + list(flags),
-                  extra_include_paths=[str(paths.INCLUDE), *toolchain.extra_include_dirs(), str(_prelude_dir())],
+                  extra_include_paths=[str(paths.INCLUDE), *toolkit.extra_include_dirs(), str(_prelude_dir())],
                   build_directory=str(build_dir), verbose=False, with_cuda=True)
     if features["no_implicit_headers"]:
         kwargs["no_implicit_headers"] = True  # keeps torch out of the .cu: nvcc stays fast
@@ -423,7 +423,7 @@ def _binding_object(binding: str, import_name: str, arch: str, features: dict, t
     its own folder, its main.o kept): the object those builds link in."""
     from torch.utils import cpp_extension
 
-    bdir = toolchain.cache_dir() / "ext" / "bindings" / import_name
+    bdir = pyenv.cache_dir() / "ext" / "bindings" / import_name
     obj = bdir / "main.o"
     with _module_lock(bdir):
         if (bdir / f"{import_name}.so").exists() and obj.exists():
@@ -556,7 +556,7 @@ def _build_in_child(kwargs: dict) -> None:
 
     kwargs = dict(kwargs, use_pch=False)
     argv = [sys.executable, "-c", _CHILD_BUILD, json.dumps(kwargs)]
-    env = toolchain.subprocess_env()
+    env = pyenv.subprocess_env()
     if sandbox.available() is None:
         argv, env = sandbox.wrap(argv, kwargs["build_directory"]), sandbox.environment(env)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
@@ -581,7 +581,7 @@ class _pch_lock:
         if self.use_pch:
             import fcntl
 
-            self.f = open(toolchain.cache_dir() / "pch.lock", "w")
+            self.f = open(pyenv.cache_dir() / "pch.lock", "w")
             fcntl.flock(self.f, fcntl.LOCK_SH)  # waits while another build holds it exclusively
             if not self.gch.exists():  # (not atomic: the lock is dropped, then taken exclusively)
                 fcntl.flock(self.f, fcntl.LOCK_EX)
@@ -614,7 +614,7 @@ def build_day(day: str, quiet: bool = False) -> Built:
 
     files = day_files(day)
     oldest = exercises.day_min_arch(day)
-    if arch_key(toolchain.arch()) < arch_key(oldest):
+    if arch_key(machine.arch()) < arch_key(oldest):
         files = [replace(Source.read(f), arch=oldest) for f in files]
     return build(files, name=day, quiet=quiet, flags=DAY_FLAGS)
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import paths, toolchain
+from .. import machine, paths, pyenv, toolkit
 from .demangle import demangle
 from .errors import BuildError, parse_first_error
 from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
@@ -164,8 +164,8 @@ HOST_OBJECT_FLAGS = ["-c", "-Xcompiler", "-fPIC", "--keep"]
 
 @functools.lru_cache(maxsize=None)
 def _torch_include_dirs() -> list[str]:
-    """torch's header folder (toolchain.torch_dir: no import of torch)."""
-    folder = toolchain.torch_dir()
+    """torch's header folder (pyenv.torch_dir: no import of torch)."""
+    folder = pyenv.torch_dir()
     return [os.path.join(folder, "include")] if folder else []
 
 
@@ -175,7 +175,7 @@ def _system_include_dirs() -> tuple[str, ...]:
     one nvcc picks by itself (`nvcc -E -Xcompiler -v`), and $CXX, $CC, c++ and g++ (torch's
     extension build passes its own to nvcc: /opt/gcc on the GPU machine, /usr/bin/gcc beside it)."""
     dirs = ["/usr/include"]
-    nvcc = toolchain.nvcc_path()
+    nvcc = toolkit.nvcc_path()
     cmds = [[nvcc, "-E", "-x", "c++", "-Xcompiler", "-v", "/dev/null", "-o", "/dev/null"]] if nvcc else []
     compilers = {shutil.which(c) for c in (os.environ.get("CXX"), os.environ.get("CC"), "c++", "g++") if c}
     cmds += [[c, "-xc++", "-E", "-v", "/dev/null"] for c in sorted(compilers - {None})]
@@ -209,8 +209,8 @@ def system_header(name: str) -> str | None:
     """Where `name` (as written in `#include "name"`) is found among the CUDA toolkit's and the host
     compiler's own include folders (cuda_fp16.h, cub/cub.cuh, cuda/barrier, cstdint, stdio.h), as
     `#include <name>` would find it; None if it is in none of them."""
-    home = toolchain.cuda_home()
-    roots = [*([str(home / "include")] if home else []), *toolchain.extra_include_dirs(), *_system_include_dirs()]
+    home = toolkit.cuda_home()
+    roots = [*([str(home / "include")] if home else []), *toolkit.extra_include_dirs(), *_system_include_dirs()]
     for root in roots:
         path = os.path.join(root, name)
         if os.path.isfile(path):
@@ -246,11 +246,11 @@ def foreign_files(files: list[str], source: Path, line_name) -> list[str]:
     source sees. Paths are compared after normalising `..` away. `line_name`: the name (or names)
     the source's `#line` gives it, listed too."""
     names = {line_name} if isinstance(line_name, str) else set(line_name)
-    home = toolchain.cuda_home()
-    roots = [paths.INCLUDE, *toolchain.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
+    home = toolkit.cuda_home()
+    roots = [paths.INCLUDE, *toolkit.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
     roots += _torch_include_dirs()  # a torch without no_implicit_headers puts its headers in the .cu
     allowed = {os.path.normpath(str(r)) for r in roots} | {os.path.realpath(str(r)) for r in roots}
-    for d in toolchain.extra_include_dirs():  # its headers are links into a wheel's include folder
+    for d in toolkit.extra_include_dirs():  # its headers are links into a wheel's include folder
         allowed |= {os.path.dirname(os.path.realpath(p)) for p in Path(d).iterdir()}
 
     def inside(path: str) -> bool:
@@ -273,22 +273,22 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     `host_object=True`: the same nvcc call also compiles the host code, to `report.host_object`
     (what grader/jit/symbols.py inspects); the SASS and resources are the same."""
     source = _as_sources(file)[0]
-    arch = arch or target_arch([source], toolchain.arch())  # '9.0a' for a file named *_sm90a.cu
-    smv = toolchain.sm(arch)
-    nvcc = toolchain.nvcc_path()
+    arch = arch or target_arch([source], machine.arch())  # '9.0a' for a file named *_sm90a.cu
+    smv = machine.sm(arch)
+    nvcc = toolkit.nvcc_path()
     if not nvcc:
         raise BuildError(source.path, "nvcc was not found: install the CUDA toolkit or set CUDA_HOME")
-    cuobjdump = toolchain.binary_tool("cuobjdump")
+    cuobjdump = toolkit.binary_tool("cuobjdump")
     # -gencode for the one real architecture: `-arch=sm_90a` would also make and assemble compute_90 PTX,
     # where wgmma and setmaxnreg written in a learner's own asm do not exist.
     flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-gencode=arch=compute_{smv[3:]},code={smv}", "-cubin", "-Xptxas", "-v",
                                              "-I", str(paths.INCLUDE)]
-    flags += [f"-I{d}" for d in toolchain.extra_include_dirs()]
+    flags += [f"-I{d}" for d in toolkit.extra_include_dirs()]
     if host_object:
         flags = [f for f in flags if f != "-cubin"] + HOST_OBJECT_FLAGS
     checked = ["reads checked: preprocessor and assembler"] if host_object else []  # cached only once they were
-    key = content_hash([source], flags + [toolchain.nvcc_version() or "", str(cuobjdump), REPORT_VERSION] + checked)
-    out_dir = toolchain.cache_dir() / "cubin" / key
+    key = content_hash([source], flags + [toolkit.nvcc_version() or "", str(cuobjdump), REPORT_VERSION] + checked)
+    out_dir = pyenv.cache_dir() / "cubin" / key
     report = _cached_report(out_dir, host_object)
     if report is not None:
         return report
@@ -359,7 +359,7 @@ def _compile(source, smv: str, flags: list[str], nvcc: str, cuobjdump, out_dir: 
         raise BuildError(source.path, "cuobjdump was not found: pip install nvidia-cuda-cuobjdump "
                          "nvidia-cuda-nvdisasm, or install the CUDA toolkit")
     dump = subprocess.run([cuobjdump, "-sass", str(out_dir / "kernel.cubin")], capture_output=True,
-                          text=True, env=toolchain.tool_env(), errors="replace")
+                          text=True, env=toolkit.tool_env(), errors="replace")
     if dump.returncode != 0:
         raise BuildError(source.path, "cuobjdump failed: " + (dump.stderr.strip() or dump.stdout.strip()))
     parts = {part.split("\n", 1)[0].strip(): part for part in re.split(r"\n\s*Function : ", "\n" + dump.stdout)[1:]}

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import config, toolchain
+from .. import config, pyenv
 from .runs import env_info, warm_up
 
 
@@ -43,7 +43,7 @@ def class_benchmark(out: str | Path, students: int = 30, exercise: str = "day02.
     print(f"first build (the precompiled header): {first['wall_s']:.1f} s", flush=True)
     # So is torch's bytecode, where the install keeps none (a container's; a pip or conda install has it):
     # written here, as on an instructor's host after its first run, not charged to the class (10 s on an H100 host).
-    took = toolchain.write_bytecode()
+    took = pyenv.write_bytecode()
     if took is not None:
         print(f"torch's and the grader's Python bytecode (this install keeps none): {took:.1f} s", flush=True)
     graded = Path(tempfile.mkdtemp(prefix="class-out-"))

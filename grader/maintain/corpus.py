@@ -42,7 +42,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import exercises, paths, toolchain
+from .. import exercises, paths, pyenv
 from ..config import GROUPS
 
 MUTANTS_DIR = paths.ROOT / "tests" / "mutants"
@@ -216,4 +216,4 @@ def written_dir() -> Path:
     """Where the tests and `self-test` write mutants to grade: one stable folder in
     the build cache, so that a mutant built once (the cache key includes the file's path) is
     found again by the next run."""
-    return toolchain.cache_dir() / "mutants"
+    return pyenv.cache_dir() / "mutants"

@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import paths, toolchain
+from .. import machine, paths
 
 PROFILED = """%%ncu
 mod.rmsnorm_v1_bf16(yn, xn, wn, 8192, 4096, 1e-6)
@@ -189,7 +189,7 @@ def prove() -> Run:
     from .. import ncu
     from ..nb import NCU_ENABLE
 
-    run = Run(gpu=toolchain.has_gpu(), ncu=str(ncu.ncu_path()) if ncu.ncu_path() else None)
+    run = Run(gpu=machine.has_gpu(), ncu=str(ncu.ncu_path()) if ncu.ncu_path() else None)
     state = Path(tempfile.mkdtemp(prefix="course-ncu-jupyter-"))
     server = kernel = None
     try:

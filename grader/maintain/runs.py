@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import jit, paths, toolchain
+from .. import jit, machine, paths, pyenv, toolkit
 
 PYTEST_GRACE_S = 30.0  # a test run stopped at its limit gets this long to write its results (junit, durations)
 GRADER_TESTS = "grader"  # in --only: the grader's own GPU tests (crash, hang, sanitizer, hostile, kinds)
@@ -109,8 +109,8 @@ def warm_up() -> dict:
 
 
 def env(**extra) -> dict:
-    """The environment of a run's processes (toolchain.subprocess_env), with `extra` set."""
-    return toolchain.subprocess_env(**extra)
+    """The environment of a run's processes (pyenv.subprocess_env), with `extra` set."""
+    return pyenv.subprocess_env(**extra)
 
 
 def spread(gpus: str | None, per_gpu: int, cpus: int) -> tuple[list[str], int, list[str], dict]:
@@ -204,6 +204,6 @@ def env_info() -> dict:
     peak = theoretical_bandwidth()
     return {"commit": commit(), "gpu": p.name, "sm": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
             "l2_mb": p.L2_cache_size / 2**20, "driver": driver, "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda, "nvcc": toolchain.nvcc_version(), "python": platform.python_version(),
-            "cpus": toolchain.usable_cpus(), "peak_gbps": peak / 1e9 if peak else None, "flashinfer": _version("flashinfer-python"),
+            "torch_cuda": torch.version.cuda, "nvcc": toolkit.nvcc_version(), "python": platform.python_version(),
+            "cpus": machine.usable_cpus(), "peak_gbps": peak / 1e9 if peak else None, "flashinfer": _version("flashinfer-python"),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import config, paths, toolchain
+from .. import config, machine, paths, pyenv
 from . import runs
 from .runs import Scope
 
@@ -257,7 +257,7 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         print("self-test needs a CUDA GPU; on a CPU machine run `make test`.")
         return 2
     t0 = time.perf_counter()
@@ -272,7 +272,7 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     log(json.dumps(report["environment"]))
     first = runs.warm_up()
     log(f"first build (precompiled header): {first['wall_s']:.0f} s")
-    took = toolchain.write_bytecode()  # (where the install keeps none: the grading processes' start)
+    took = pyenv.write_bytecode()  # (where the install keeps none: the grading processes' start)
     if took is not None:
         log(f"grading processes' bytecode (the install has none): {took:.0f} s")
     mutants = {k: m for k, m in all_mutants().items() if scope.has(m.exercise)}
@@ -280,7 +280,7 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
             "GPU tests of the mutants")
     # The tests run side by side (pytest-xdist), and the solutions' 20 seeds beside them: the checks
     # on a GPU share its gate (check/gate.py), so that each timing has the GPU to itself.
-    cpus = toolchain.usable_cpus()
+    cpus = machine.usable_cpus()
     devices, report["workers"], xdist, spread_env = runs.spread(gpus, SELF_TEST_WORKERS_PER_GPU, cpus)
     report["gpus"] = len(devices)
     gates = tempfile.mkdtemp(prefix="gpu-gates-")

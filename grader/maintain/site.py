@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import paths, toolchain
+from .. import machine, paths
 
 EXECUTED = paths.ROOT / "site" / "executed"
 BUILD = paths.ROOT / "site" / "_build"
@@ -34,7 +34,7 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
 
 
 def _gpu() -> str:
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         return ""
     import torch
 
@@ -46,7 +46,7 @@ def stamp() -> dict:
     name it: runs.commit)."""
     from .runs import commit
 
-    return {"gpu": _gpu(), "mode": toolchain.mode(), "commit": commit(),
+    return {"gpu": _gpu(), "mode": machine.mode(), "commit": commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import jit, config, paths, toolchain
+from .. import jit, config, paths, machine
 from . import runs
 from .runs import Scope
 
@@ -277,7 +277,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
         print(msg, flush=True)
         lines.append(msg)
 
-    if not toolchain.has_gpu():
+    if not machine.has_gpu():
         print("verify needs a CUDA GPU; on a CPU machine run `make test`.")
         return 2
     t0 = time.perf_counter()
@@ -314,7 +314,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
             if scope.has_day(p.name[:5])]
         # one notebook per GPU at a time (its cells in order in one kernel: --dist loadfile), so that what
         # it measures has its GPU to itself
-        devices, workers, xdist, spread_env = runs.spread(gpus, 1, toolchain.usable_cpus())
+        devices, workers, xdist, spread_env = runs.spread(gpus, 1, machine.usable_cpus())
         report["notebook_gpus"] = len(devices)
         xdist = [*xdist, "--dist", "loadfile"] if workers > 1 else []
         report["pytest"][name] = runs.pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
