@@ -341,6 +341,14 @@ def _bound_names(target) -> set[str]:
     return set()
 
 
+def _calls_parent_constructor(node) -> bool:
+    """`super().__init__`: a class of the module (an nn.Module's subclass) starting its parent."""
+    import ast
+
+    return (node.attr == "__init__" and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "super")
+
+
 def _python_reach(tree, path: str) -> list[str]:
     """The ways around the import checks a module's source takes: dunder names, attribute stores on
     what it imported (a patched torch function would judge it), operators registered outside `course::`."""
@@ -405,7 +413,8 @@ def python_checks(ex: Exercise, source, result: Result) -> bool:
                        if a.name in PY_DENY_NATIVE | PY_DENY_FILES]
         if isinstance(node, ast.Name) and node.id in PY_DENY_NAMES:
             denied.append(f"{source.path}:{node.lineno}: uses {node.id}")
-        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__") \
+                and not _calls_parent_constructor(node):
             denied.append(f"{source.path}:{node.lineno}: reaches into {node.attr}")
         elif isinstance(node, ast.Attribute) and node.attr in PY_DENY_NATIVE:
             denied.append(f"{source.path}:{node.lineno}: reaches native code through {ast.unparse(node)}")

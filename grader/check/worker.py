@@ -68,6 +68,7 @@ def load_submission(ex, cfg: WorkerConfig):
         path = Path(cfg.module_dir) / f"{cfg.module_name}.py"
         spec = importlib.util.spec_from_file_location(cfg.module_name, path)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[cfg.module_name] = module  # as an import does: dataclasses read string annotations from it
         spec.loader.exec_module(module)
         if not ex.depends_on:
             return module

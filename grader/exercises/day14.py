@@ -436,17 +436,38 @@ def op_samples(device, gen=None):
     }
 
 
+def schema_signature(schema) -> tuple:
+    """What a schema promises its callers, whatever its argument and alias-set names: each argument's type,
+    whether it is keyword-only, which arguments alias one another and which are written (alias sets renamed
+    in order of first use: `Tensor(a!) x, Tensor(b!) r` and `Tensor(a0!) q, Tensor(a1!) k` are the same),
+    and the returns' types. The grader and the decoder call the ops positionally."""
+    sets: dict[str, int] = {}
+
+    def alias(a):
+        info = a.alias_info
+        if info is None:
+            return None
+        return (tuple(sorted(sets.setdefault(n, len(sets)) for n in info.before_set)), info.is_write)
+
+    return (tuple((str(a.type), a.kwarg_only, alias(a)) for a in schema.arguments),
+            tuple((str(r.type), alias(r)) for r in schema.returns))
+
+
 def _schema_rows(ops_namespace, ns="course"):
-    """One row per op: registered, and its schema the course's (argument types, what it mutates, returns)."""
+    """One row per op: registered, and its schema the course's (argument types, what it mutates, returns;
+    argument names are the module's own)."""
+    import torch
+
     rows = []
     for name, want in OPS.items():
         try:
-            got = str(ops_namespace.__getattr__(name).default._schema).replace(f"{ns}::", "course::", 1)
+            schema = ops_namespace.__getattr__(name).default._schema
         except (AttributeError, RuntimeError):
             rows.append(("source", f"op course::{name}", "fail", f"not registered: torch.ops.course.{name} does not exist "
                          f"(register it with @torch.library.custom_op(\"course::{name}\", mutates_args=...))"))
             continue
-        if got == want:
+        got = str(schema).replace(f"{ns}::", "course::", 1)
+        if schema_signature(schema) == schema_signature(torch._C.parse_schema(want)):
             rows.append(("source", f"op course::{name}", "pass", got))
             continue
         hint = ""
@@ -836,12 +857,15 @@ def load_module(path):
     """A decoder module imported from `path`, once per process (its ops register at import: a second
     import of the same namespace would fail)."""
     import importlib.util
+    import sys
     from pathlib import Path
 
     key = str(Path(path).resolve())
     if key not in _loaded:
-        spec = importlib.util.spec_from_file_location(f"course_decoder_{len(_loaded)}", key)
+        name = f"course_decoder_{len(_loaded)}"
+        spec = importlib.util.spec_from_file_location(name, key)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # as an import does: dataclasses read string annotations from it
         spec.loader.exec_module(module)
         _loaded[key] = module
     return _loaded[key]

@@ -29,8 +29,9 @@ Hostile submissions (`tests/hostile/<exercise id>.toml`) are kept the same way: 
 adds one attack to the solution, with `expect` (the words the refusal must name) in place of
 group, reason and needs_gpu; `hostile_submissions()` loads them, headed `// HOSTILE <what>`.
 
-Correct submissions (`tests/correct/<exercise id>/<name>.cu`) are whole files, each headed
-`// CORRECT <what is different from the reference>`: right code written as learners write it
+Correct submissions (`tests/correct/<exercise id>/<name>.cu`, `.cu.j2` or `.py`) are whole files, each
+headed `// CORRECT <what is different from the reference>` (`# CORRECT` in Python): right code written
+as learners write it
 (plain __device__ helpers, a scalar kernel beside the vectorized one, `half` for `__half`, quoted
 toolkit headers, printing, a __constant__ table...). Every check must pass them: compile-only
 everywhere, and on a GPU the whole check, speed included (tests/test_correct.py).
@@ -49,6 +50,7 @@ MUTANTS_DIR = paths.ROOT / "tests" / "mutants"
 HOSTILE_DIR = paths.ROOT / "tests" / "hostile"
 CORRECT_DIR = paths.ROOT / "tests" / "correct"
 CORRECT_HEADING = "// CORRECT "
+PY_CORRECT_HEADING = "# CORRECT "  # the same heading in a Python module (Day 14's decoder)
 _REQUIRED = {"what": str, "group": str, "reason": str, "needs_gpu": bool, "edit": list}
 _OPTIONAL = {"sanitizer": str, "undetected": str}
 _REQUIRED_HOSTILE = {"what": str, "expect": list, "edit": list}
@@ -206,7 +208,8 @@ def correct_submissions() -> dict[str, CorrectSubmission]:
     for path in sorted(CORRECT_DIR.glob("*/*")):
         if path.is_file():
             first = path.read_text().split("\n", 1)[0]
-            what = first[len(CORRECT_HEADING):].strip() if first.startswith(CORRECT_HEADING) else ""
+            heading = PY_CORRECT_HEADING if path.suffix == ".py" else CORRECT_HEADING
+            what = first[len(heading):].strip() if first.startswith(heading) else ""
             key = f"{path.parent.name}/{path.stem}"
             found[key] = CorrectSubmission(key, path.parent.name, path, what)
     return found
