@@ -34,7 +34,7 @@ from .. import machine, paths, pyenv, toolkit
 from .errors import BuildError, parse_first_error
 from .exports import BINDING_PRELUDE, Export, generate_binding, global_kernel_names, parse_exports
 from .sass import assembler_deps_flags, dependency_files, foreign_files, reads_message, without_foreign_text
-from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, Source, _as_sources, content_hash, target_arch
+from .source import HALF_OPERATORS_BACK, NVCC_FLAGS, TORCH_NVCC_FLAGS, Source, _as_sources, content_hash, target_arch
 
 # A trivial kernel built first: it makes the shared precompiled header before parallel builds.
 WARMUP_SOURCE = Path(__file__).with_name("warmup.cu")
@@ -134,7 +134,9 @@ HOST_ASM_DEPS = "host-asm.d"  # what the assembler read, written in the build fo
 
 def _cuda_cflags(arch: str) -> list[str]:
     num = arch.replace(".", "")
-    return NVCC_FLAGS + [f"-gencode=arch=compute_{num},code=sm_{num}"] + assembler_deps_flags(HOST_ASM_DEPS)
+    # (load_inline puts these after torch's own flags: HALF_OPERATORS_BACK undoes four of them)
+    return NVCC_FLAGS + HALF_OPERATORS_BACK + [f"-gencode=arch=compute_{num},code=sm_{num}"] \
+        + assembler_deps_flags(HOST_ASM_DEPS)
 
 
 def foreign_reads(directory: str | Path, line_names) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import machine, paths, pyenv, toolkit
 from .demangle import demangle
 from .errors import BuildError, parse_first_error
-from .source import NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
+from .source import HALF_OPERATORS_BACK, NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
 from .symbols import LinkCheckError, read_object
 
 REPORT_VERSION = "4"  # bump when what a cached report holds changes (4: the functions each kernel calls)
@@ -281,8 +281,8 @@ def compile_cubin(file, arch: str | None = None, quiet: bool = True, host_object
     cuobjdump = toolkit.binary_tool("cuobjdump")
     # -gencode for the one real architecture: `-arch=sm_90a` would also make and assemble compute_90 PTX,
     # where wgmma and setmaxnreg written in a learner's own asm do not exist.
-    flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + [f"-gencode=arch=compute_{smv[3:]},code={smv}", "-cubin", "-Xptxas", "-v",
-                                             "-I", str(paths.INCLUDE)]
+    flags = NVCC_FLAGS + TORCH_NVCC_FLAGS + HALF_OPERATORS_BACK + [f"-gencode=arch=compute_{smv[3:]},code={smv}",
+                                                                   "-cubin", "-Xptxas", "-v", "-I", str(paths.INCLUDE)]
     flags += [f"-I{d}" for d in toolkit.extra_include_dirs()]
     if host_object:
         flags = [f for f in flags if f != "-cubin"] + HOST_OBJECT_FLAGS

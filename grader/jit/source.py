@@ -18,6 +18,11 @@ TORCH_NVCC_FLAGS = [
     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
     "--expt-relaxed-constexpr",
 ]
+# ... of which the course takes back, after them, the four that hide cuda_fp16.h's and cuda_bf16.h's
+# operators and conversions: a course .cu includes no torch header, and `a * b` on two __half is right
+# CUDA that plain nvcc compiles (vLLM's builds take them back too).
+HALF_OPERATORS_BACK = ["-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+                       "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"]
 
 # A kernel file whose name ends in `_sm90a.cu` uses instructions that only the arch-specific
 # target of compute capability 9.0 has (Hopper's wgmma and setmaxnreg: Day 10's v5). On a 9.0 GPU
