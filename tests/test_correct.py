@@ -172,6 +172,29 @@ def test_compiler_written_exit_and_iostream_init_pass_and_a_learners_own_do_not(
     assert any("global object" in f.what for f in bad.load_time)
 
 
+def test_a_cached_static_local_and_formatted_messages_pass_and_a_static_global_does_not(tmp_path):
+    from grader.jit import symbols
+
+    # a function-local static with a destructor (constructed on the first call, its destructor registered
+    # with __cxa_atexit under the guard), snprintf into a buffer, a std::string message
+    good = _linked(tmp_path, _solution_with('namespace {\n', '#include <cstdio>\n#include <string>\n#include <vector>\n'
+                                            'namespace {\n')
+                   .replace("if (n == 0) return cudaSuccess;",
+                            'static std::vector<int> seen(4, 0);\n  seen[0] += 1;\n'
+                            '  if (n < 0) { char m[32]; snprintf(m, sizeof m, "n = %ld", (long)n);\n'
+                            '    std::string s = std::string("scale_add: ") + m; fputs(s.c_str(), stderr);\n'
+                            '    return cudaErrorInvalidValue; }\n  if (n == 0) return cudaSuccess;'),
+                   "static_local")
+    assert good.ok, symbols.summary(good.calls + good.load_time)
+    assert {"__cxa_atexit", "__cxa_guard_acquire", "snprintf"} <= set(good.undefined)
+    # the same vector at namespace scope: constructed when the module loads, before any check of what it does
+    bad = _linked(tmp_path, _solution_with('namespace {\n', '#include <vector>\nstatic std::vector<int> seen(4, 0);\n'
+                                           'namespace {\n')
+                  .replace("if (n == 0) return cudaSuccess;", "seen[0] += 1;\n  if (n == 0) return cudaSuccess;"),
+                  "static_global")
+    assert not bad.ok and (any(f.what == "__cxa_atexit" for f in bad.calls) or bad.load_time)
+
+
 def test_a_constant_table_may_be_uploaded_and_a_buffer_may_not_be_copied(tmp_path):
     table = _solution_with("namespace {\n", "__constant__ float c_scale[4];\nnamespace {\n").replace(
         "if (n == 0) return cudaSuccess;",
