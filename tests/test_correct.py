@@ -195,6 +195,25 @@ def test_a_cached_static_local_and_formatted_messages_pass_and_a_static_global_d
     assert not bad.ok and (any(f.what == "__cxa_atexit" for f in bad.calls) or bad.load_time)
 
 
+def test_a_cache_filled_under_a_lock_or_once_passes_and_a_thread_of_its_own_does_not(tmp_path):
+    from grader.jit import symbols
+
+    good = _linked(tmp_path, _solution_with('namespace {\n', '#include <mutex>\nnamespace {\n')
+                   .replace("if (n == 0) return cudaSuccess;",
+                            "static std::mutex mu;\n  static std::once_flag once;\n  static int sms = 0;\n"
+                            "  std::call_once(once, [] { int d = 0; cudaGetDevice(&d);\n"
+                            "    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d); });\n"
+                            "  { std::lock_guard<std::mutex> g(mu); }\n  thread_local int calls = 0;\n  ++calls;\n"
+                            "  if (n == 0) return cudaSuccess;"),
+                   "once")
+    assert good.ok, symbols.summary(good.calls + good.load_time)
+    bad = _linked(tmp_path, _solution_with('namespace {\n', '#include <thread>\nnamespace {\n')
+                  .replace("if (n == 0) return cudaSuccess;",
+                           "std::thread t([] {});\n  t.join();\n  if (n == 0) return cudaSuccess;"),
+                  "thread")
+    assert any(f.why == "starts threads" for f in bad.calls), symbols.summary(bad.calls)
+
+
 def test_a_constant_table_may_be_uploaded_and_a_buffer_may_not_be_copied(tmp_path):
     table = _solution_with("namespace {\n", "__constant__ float c_scale[4];\nnamespace {\n").replace(
         "if (n == 0) return cudaSuccess;",
