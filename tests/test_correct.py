@@ -92,6 +92,11 @@ ENTRY = "COURSE_EXPORT cudaError_t scale_add(float* out, const float* x, const f
     " std::int64_t n, struct CUstream_st* stream) {",
     "COURSE_EXPORT cudaError_t scale_add(float* out, const float* x, const float* y, float alpha, long int n,"
     " cudaStream_t stream) {",
+    # a default argument, and a prototype declared before the definition
+    "COURSE_EXPORT cudaError_t scale_add(float* out, const float* x, const float* y, float alpha, int64_t n,"
+    " cudaStream_t stream = nullptr) {",
+    "COURSE_EXPORT cudaError_t scale_add(float* out, const float* x, const float* y, float alpha, int64_t n,"
+    " cudaStream_t stream);\n" + ENTRY,
 ])
 def test_an_entry_point_may_spell_the_same_types_otherwise(prototype, tmp_path):
     ok, result = _static(_solution_with(ENTRY, prototype), tmp_path)

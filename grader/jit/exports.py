@@ -121,6 +121,7 @@ def _strip_comments(text: str) -> str:
 
 
 def _parse_param(raw: str, where: str) -> Param:
+    raw = raw.split("=", 1)[0]  # a default value (`cudaStream_t stream = nullptr`): the binding passes every argument
     raw = " ".join(raw.replace("*", " * ").split())
     bare = " ".join(w for w in raw.replace("*", " ").split() if w not in ("const", "__restrict__", "restrict"))
     if canonical_type(bare) in POINTER_DTYPES or canonical_type(bare) in SCALARS or bare == "cudaStream_t" \
@@ -155,7 +156,7 @@ def _parse_param(raw: str, where: str) -> Param:
 def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
     """Every `COURSE_EXPORT` prototype in `text`, in order."""
     clean = _strip_comments(text)
-    exports = []
+    exports, declared = [], []
     for m in _EXPORT_RE.finditer(clean):
         line = clean.count("\n", 0, m.start()) + 1
         where = f"{filename}:{line}"
@@ -165,7 +166,11 @@ def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
         plist = [] if params in ("", "void") else [_parse_param(p, where) for p in params.split(",")]
         if sum(p.kind == "stream" for p in plist) > 1:
             raise ExportError(f"{where}: {name} takes more than one cudaStream_t")
-        exports.append(Export(name, returns, tuple(plist), line))
+        # a prototype before the definition (`...);`) declares the same entry point: one export
+        (declared if clean[m.end():].lstrip().startswith(";") else exports).append(Export(name, returns, tuple(plist), line))
+    defined = {e.name for e in exports}
+    exports += [e for e in declared if e.name not in defined and e.name not in {d.name for d in exports}]
+    exports.sort(key=lambda e: e.line)
     names = [e.name for e in exports]
     for n in set(names):
         if names.count(n) > 1:
