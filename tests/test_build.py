@@ -25,6 +25,22 @@ def test_compile_only_reports_resources_and_sass():
     assert "twice_kernel" in report.table()
 
 
+def test_a_cache_hint_does_not_hide_a_16_byte_load_and_a_narrower_load_is_not_one(tmp_path):
+    src = tmp_path / "loads.cu"
+    src.write_text(
+        "__global__ void streaming(float4* o, const float4* i) { o[threadIdx.x] = __ldcs(i + threadIdx.x); }\n"
+        "__global__ void last_use(float4* o, const float4* i) { o[threadIdx.x] = __ldlu(i + threadIdx.x); }\n"
+        "__global__ void no_allocate(uint4* o, const uint4* i) { uint4 v;\n"
+        "  asm volatile(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
+        "               : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w) : \"l\"(i + threadIdx.x));\n"
+        "  o[threadIdx.x] = v; }\n"
+        "__global__ void pairs(float2* o, const float2* i) { o[threadIdx.x] = __ldcs(i + threadIdx.x); }\n")
+    kernels = {k.name: k for k in compile_cubin(src).kernels}
+    for name in ("streaming", "last_use", "no_allocate"):
+        assert kernels[name].has_opcode("LDG.E.128"), (name, kernels[name].opcodes())
+    assert not kernels["pairs"].has_opcode("LDG.E.128") and kernels["pairs"].has_opcode("LDG.E.64")
+
+
 def test_compile_error_gives_the_first_error_with_file_and_line():
     broken = GOOD.replace("x[i] *= 2.0f;", "x[i] *= 2.0f\n  undeclared_thing = 3;")
     with pytest.raises(BuildError) as err:

@@ -68,9 +68,17 @@ class KernelInfo:
                  for code in self.opcodes() if code.split(".")[0] == op]
         return max(found, default=0)
 
-    def has_opcode(self, prefix: str) -> bool:
-        """True if some instruction's opcode is `prefix` or starts with `prefix.`."""
-        return any(op == prefix or op.startswith(prefix + ".") for op in self.opcodes())
+    def has_opcode(self, wanted: str) -> bool:
+        """True if some instruction is `wanted` with any further modifiers: the same mnemonic, and
+        `wanted`'s modifiers among its own in order. A cache hint does not hide a width:
+        `LDG.E.EF.128` (__ldcs), `LDG.E.NA.128.CONSTANT` (ld.global.nc.L1::no_allocate) are `LDG.E.128`."""
+        want = wanted.split(".")
+        for op in self.opcodes():
+            have = op.split(".")
+            rest = iter(have[1:])
+            if have[0] == want[0] and all(w in rest for w in want[1:]):
+                return True
+        return False
 
 
 @dataclass
