@@ -219,8 +219,9 @@ def main(argv=None) -> int:
                        "submission, the grader's GPU tests, solutions over 20 seeds (reports)")
     p.add_argument("--out", default="reports", help="folder for the reports (.md and .json)")
     p.add_argument("--only", action="append", metavar="PART",
-                   help="a part of it: a day (day07), days (day07-day09), an exercise, or `grader` (its own GPU "
-                        "tests); repeatable. Reports are named after it")
+                   help="a part of it: a day (day07), days (day07-day09), an exercise, `grader` (its own GPU "
+                        "tests) or `correct` (the known-right submissions alone); repeatable. Reports are named "
+                        "after it")
     p.add_argument("--gpus", default=None, metavar="all|N|0,1",
                    help="the GPUs of this host that its tests spread over (default 1)")
     p.set_defaults(fn=cmd_self_test)

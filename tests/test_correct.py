@@ -146,7 +146,7 @@ def test_quoted_includes_of_toolkit_and_standard_headers_are_allowed(include, re
 
 def _linked(tmp_path, text, name):
     """The link check's verdict on `text` (compiled as the grader compiles it)."""
-    from grader.jit import Source, compile_cubin
+    from grader.jit import compile_cubin
     from grader.jit import symbols
 
     src = tmp_path / f"{name}.cu"

@@ -128,7 +128,10 @@ def test_verify_parts_select_days_exercises_and_the_grader_tests():
     assert rest.grader_tests and len(rest.exercises()) == 8
     assert _self_test_pytest_args(rest)[-1].startswith("not test_mutants and not test_correct or day01 or")
     assert Scope([]).everything and Scope().stem("gpu-notebooks") == "gpu-notebooks"
-    assert Scope(["day99"]).check() and not Scope(["grader"]).check()
+    assert Scope(["day99"]).check() and not Scope(["grader"]).check() and not Scope(["correct"]).check()
+    assert _self_test_pytest_args(Scope(["correct"])) == ["tests/test_correct.py"]
+    assert _self_test_pytest_args(Scope(["correct", "day14"])) == ["tests/test_correct.py", "-k", "day14"]
+    assert not Scope(["correct"]).exercises()  # (no solution's 20 seeds in that part)
 
 
 def test_verify_report_shows_an_untimed_case_as_a_row():

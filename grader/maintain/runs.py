@@ -26,11 +26,13 @@ from .. import jit, machine, paths, pyenv, toolkit
 
 PYTEST_GRACE_S = 30.0  # a test run stopped at its limit gets this long to write its results (junit, durations)
 GRADER_TESTS = "grader"  # in --only: the grader's own GPU tests (crash, hang, sanitizer, hostile, kinds)
+CORRECT_TESTS = "correct"  # in --only: the known-right submissions alone (tests/correct), of every exercise or the part's
 
 
 class Scope:
     """What one run covers: everything, or the days and exercises of `--only` (day07,
-    day07-day09, day09.mma_tile; `grader` for the self-test's own GPU tests). A run whose
+    day07-day09, day09.mma_tile; `grader` for the self-test's own GPU tests, `correct` for the
+    known-right submissions without the mutants). A run whose
     scope is part of the course writes its reports under a name that says so."""
 
     def __init__(self, only: list[str] | None = None):
@@ -43,7 +45,7 @@ class Scope:
                 self.days |= {f"day{d:02d}" for d in range(int(m[1]), int(m[2]) + 1)}
             elif re.fullmatch(r"day\d\d", o):
                 self.days.add(o)
-            elif o != GRADER_TESTS:
+            elif o not in (GRADER_TESTS, CORRECT_TESTS):
                 self.ids.add(o)
 
     @property
@@ -53,6 +55,11 @@ class Scope:
     @property
     def grader_tests(self) -> bool:
         return self.everything or GRADER_TESTS in self.only
+
+    @property
+    def correct_only(self) -> bool:
+        """`--only correct` (with days or exercises, theirs): the known-right submissions, without the mutants."""
+        return CORRECT_TESTS in self.only
 
     def has_day(self, day: str) -> bool:
         return self.everything or day in self.days or any(i.startswith(day + ".") for i in self.ids)
@@ -70,7 +77,8 @@ class Scope:
 
     def check(self) -> str:
         """An empty message, or why this scope selects nothing."""
-        if self.only and not self.exercises() and not (self.grader_tests and not self.days and not self.ids):
+        if self.only and not self.exercises() and not ((self.grader_tests or self.correct_only)
+                                                        and not self.days and not self.ids):
             return f"--only {' '.join(self.only)} selects no exercise; `python -m grader list` shows them"
         return ""
 

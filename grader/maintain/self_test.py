@@ -160,6 +160,8 @@ def _self_test_pytest_args(scope: Scope) -> list[str]:
         return ["tests"]
     # a day's known-wrong submissions (tests/mutants) and its known-right ones (tests/correct) run in its part
     chosen = " or ".join(sorted(scope.days | scope.ids))
+    if scope.correct_only and not scope.grader_tests:
+        return ["tests/test_correct.py", *(["-k", chosen] if chosen else [])]
     if not scope.grader_tests:
         return ["tests/test_mutants.py", "tests/test_correct.py", "-k", chosen]
     by_day = "not test_mutants and not test_correct"
