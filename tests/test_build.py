@@ -52,6 +52,20 @@ def test_compile_error_gives_the_first_error_with_file_and_line():
     assert len(e.summary().splitlines()) < 10  # not a wall of output
 
 
+def test_a_compile_error_in_a_file_named_relative_to_the_course_shows_its_message(tmp_path, monkeypatch):
+    """`grader check X --source kernels/dayNN/x.cu`: the file exists under the course, named relatively;
+    its own error is shown, not "the compile failed in a file that is not yours"."""
+    from grader import paths
+
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    (tmp_path / "mine").mkdir()
+    broken = GOOD.replace("x[i] *= 2.0f;", "x[i] *= 2.0f + undeclared_thing;")
+    (tmp_path / "mine" / "broken.cu").write_text(broken)
+    with pytest.raises(BuildError) as err:
+        compile_cubin(Source("mine/broken.cu", broken))
+    assert "undeclared_thing" in err.value.first_error and err.value.line == 4, err.value.summary()
+
+
 def test_parse_first_error_understands_gcc_and_nvcc():
     src = [Source("a.cu", "l1\nl2\nl3\n")]
     nvcc = "ninja: build stopped\na.cu(2): error: identifier \"foo\" is undefined\na.cu(3): error: later\n"

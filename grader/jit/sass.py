@@ -254,6 +254,8 @@ def foreign_files(files: list[str], source: Path, line_name) -> list[str]:
     source sees. Paths are compared after normalising `..` away. `line_name`: the name (or names)
     the source's `#line` gives it, listed too."""
     names = {line_name} if isinstance(line_name, str) else set(line_name)
+    # a source shown by a path relative to the course (`--source kernels/x.cu`) is that file too
+    names |= {os.path.normpath(str(paths.ROOT / n)) for n in names if n and not os.path.isabs(n)}
     home = toolkit.cuda_home()
     roots = [paths.INCLUDE, *toolkit.extra_include_dirs(), *([home] if home else []), *_system_include_dirs()]
     roots += _torch_include_dirs()  # a torch without no_implicit_headers puts its headers in the .cu
