@@ -1,0 +1,160 @@
+// CORRECT the block reduction written with cooperative_groups: cg::reduce(tile, v, cg::plus<float>()) over tiled_partition<32> tiles, partials by meta_group_rank(), block.sync() for the barriers
+// Day 6's reference RMSNorm with course::block_reduce_sum replaced by the learner's own
+// cooperative-groups version.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+
+#include "course/vec.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+// Blocks of at most 256 threads, each thread holding at most 8 16-byte vectors of its row
+// (and as many of the weight): rows of up to 256 x 8 x 8 = 16384 fp16/bf16 elements.
+constexpr int RMSNORM_MAX_THREADS = 256;
+constexpr int RMSNORM_MAX_ITEMS = 8;
+
+// Sum over the block: cg::reduce within each 32-thread tile (a shfl_xor butterfly), one partial per
+// tile in shared memory, block.sync(), every tile reduces the partials; the second sync lets a later
+// call reuse the array. Every thread gets the sum.
+__device__ __forceinline__ float block_sum(const cg::thread_block& block, float v) {
+  __shared__ float partials[32];
+  const cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+  v = cg::reduce(tile, v, cg::plus<float>());
+  if (tile.thread_rank() == 0) partials[tile.meta_group_rank()] = v;
+  block.sync();
+  v = tile.thread_rank() < tile.meta_group_size() ? partials[tile.thread_rank()] : 0.0f;
+  v = cg::reduce(tile, v, cg::plus<float>());
+  block.sync();
+  return v;
+}
+
+// One block per row; the row stays in registers between the reduction and the output.
+// ITEMS: vectors per thread (1, 2, 4 or 8), chosen by the launcher from the row length.
+// vectorized: the row and weight can be read with 16-byte loads (hidden % VEC == 0 and
+// aligned pointers); otherwise every element is loaded on its own.
+template <typename T, int ITEMS>
+__global__ void __launch_bounds__(RMSNORM_MAX_THREADS)
+    rmsnorm_kernel(T* __restrict__ out, const T* __restrict__ input, const T* __restrict__ weight,
+                   int hidden, float eps, bool vectorized) {
+  constexpr int VEC = course::vec_size_16B<T>();  // 8 halves = 16 bytes
+  const T* x = input + static_cast<int64_t>(blockIdx.x) * hidden;  // (hidden,) this block's row
+  T* y = out + static_cast<int64_t>(blockIdx.x) * hidden;          // (hidden,)
+
+  const T zero = course::from_float<T>(0.0f);
+  course::vec_t<T, VEC> xs[ITEMS], ws[ITEMS];  // (ITEMS, VEC): this thread's part of row and weight
+  const int num_vecs = hidden / VEC;
+
+  // 1. The row's loads (and the weight's), issued back to back: all in flight at once.
+  if (vectorized) {
+    // Slot `it` is vector it * blockDim.x + threadIdx.x: a warp reads 512 contiguous bytes.
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+      const int v = it * blockDim.x + threadIdx.x;
+      if (v < num_vecs) {
+        xs[it].load(x + v * VEC);
+        ws[it].load(weight + v * VEC);
+      } else {
+        xs[it].fill(zero);  // zeros add nothing to the sum of squares
+        ws[it].fill(zero);
+      }
+    }
+  } else {
+    // The same registers filled one element per load. Element j of slot `it` is
+    // (it * VEC + j) * blockDim.x + threadIdx.x: a warp's 32 loads are 32 neighbours.
+    // The weight waits until step 3 here: every scalar load in flight needs a register.
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int i = (it * VEC + j) * blockDim.x + threadIdx.x;
+        xs[it][j] = i < hidden ? x[i] : zero;
+      }
+    }
+  }
+
+  // 2. Level 0 in registers, then warp -> shared memory -> warp; every thread gets the sum.
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int it = 0; it < ITEMS; ++it) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float f = course::to_float(xs[it][j]);
+      sum_sq += f * f;
+    }
+  }
+  const float inv_rms = rsqrtf(block_sum(cg::this_thread_block(), sum_sq) / static_cast<float>(hidden) + eps);
+
+  // 3. Normalize the registers; each result goes back to the address its input came from.
+#pragma unroll
+  for (int it = 0; it < ITEMS; ++it) {
+    if (vectorized) {
+      const int v = it * blockDim.x + threadIdx.x;
+      course::vec_t<T, VEC> ys;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        ys[j] = course::from_float<T>(course::to_float(xs[it][j]) * inv_rms * course::to_float(ws[it][j]));
+      }
+      if (v < num_vecs) ys.store(y + v * VEC);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int i = (it * VEC + j) * blockDim.x + threadIdx.x;
+        if (i < hidden) {
+          y[i] = course::from_float<T>(course::to_float(xs[it][j]) * inv_rms * course::to_float(weight[i]));
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int ITEMS>
+cudaError_t launch_rmsnorm_items(T* out, const T* input, const T* weight, int64_t rows, int hidden,
+                                 float eps, bool vectorized, int threads, cudaStream_t stream) {
+  rmsnorm_kernel<T, ITEMS><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+      out, input, weight, hidden, eps, vectorized);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_rmsnorm(T* out, const T* input, const T* weight, int64_t rows, int64_t hidden,
+                           float eps, cudaStream_t stream) {
+  constexpr int VEC = course::vec_size_16B<T>();
+  if (rows < 0 || rows > INT32_MAX || hidden < 0) return cudaErrorInvalidValue;
+  if (rows == 0 || hidden == 0) return cudaSuccess;
+  // 16-byte loads need every row start and the weight 16-byte aligned: hidden a multiple of
+  // VEC and aligned base pointers (a tensor slice can start anywhere).
+  const bool vectorized = hidden % VEC == 0 && reinterpret_cast<uintptr_t>(input) % 16 == 0 &&
+                          reinterpret_cast<uintptr_t>(weight) % 16 == 0 &&
+                          reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  // The row in slots of VEC elements; the fewest vectors per thread that fit the row in a
+  // block of at most 256 threads. Small blocks holding several 16-byte loads per thread keep
+  // more bytes in flight per SM than big blocks holding one, and wait less at the barriers.
+  const int64_t slots = course::ceil_div<int64_t>(hidden, VEC);
+  int items = 1;
+  while (items < RMSNORM_MAX_ITEMS && slots > int64_t{RMSNORM_MAX_THREADS} * items) items *= 2;
+  const int64_t threads = course::ceil_div<int64_t>(course::ceil_div<int64_t>(slots, items), 32) * 32;
+  // Rows longer than 16384 elements do not fit in registers (a two-pass kernel would do them).
+  if (threads > RMSNORM_MAX_THREADS) return cudaErrorInvalidValue;
+  const int h = static_cast<int>(hidden), t = static_cast<int>(threads);
+  switch (items) {
+    case 1: return launch_rmsnorm_items<T, 1>(out, input, weight, rows, h, eps, vectorized, t, stream);
+    case 2: return launch_rmsnorm_items<T, 2>(out, input, weight, rows, h, eps, vectorized, t, stream);
+    case 4: return launch_rmsnorm_items<T, 4>(out, input, weight, rows, h, eps, vectorized, t, stream);
+    default: return launch_rmsnorm_items<T, 8>(out, input, weight, rows, h, eps, vectorized, t, stream);
+  }
+}
+
+}  // namespace
+
+COURSE_EXPORT cudaError_t rmsnorm_fp16(__half* out, const __half* input, const __half* weight,
+                                       int64_t rows, int64_t hidden, float eps, cudaStream_t stream) {
+  return launch_rmsnorm(out, input, weight, rows, hidden, eps, stream);
+}
+
+COURSE_EXPORT cudaError_t rmsnorm_bf16(__nv_bfloat16* out, const __nv_bfloat16* input,
+                                       const __nv_bfloat16* weight, int64_t rows, int64_t hidden,
+                                       float eps, cudaStream_t stream) {
+  return launch_rmsnorm(out, input, weight, rows, hidden, eps, stream);
+}
