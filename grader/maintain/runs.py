@@ -58,7 +58,8 @@ class Scope:
 
     @property
     def correct_only(self) -> bool:
-        """`--only correct` (with days or exercises, theirs): the known-right submissions, without the mutants."""
+        """`--only correct` (with days or exercises, theirs): the known-right submissions, without the mutants
+        and the solutions' 20 seeds."""
         return CORRECT_TESTS in self.only
 
     def has_day(self, day: str) -> bool:

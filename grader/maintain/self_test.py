@@ -35,6 +35,9 @@ def many_seeds(log, scope: Scope, deadline: float | None = None, end: float | No
     there, and its row says so. Beside the self-test's tests: each check shares its GPU (shared_gpu)."""
     from ..check import shared_gpu
 
+    if scope.correct_only:  # (that part grades the known-right submissions only)
+        return []
+
     def not_run(ex, why):
         log(f"{ex.id} solution over {config.FALSE_FAILURE_SEEDS} seeds: not run ({why})")
         return {"exercise": ex.id, "cases": 0, "seeds": 0, "ok": False, "not_run": True, "sanitizers": "-",
@@ -277,9 +280,10 @@ def self_test(out: str | Path, only: list[str] | None = None, gpus: str | None =
     took = pyenv.write_bytecode()  # (where the install keeps none: the grading processes' start)
     if took is not None:
         log(f"grading processes' bytecode (the install has none): {took:.0f} s")
-    mutants = {k: m for k, m in all_mutants().items() if scope.has(m.exercise)}
+    # (`--only correct`: the known-right submissions alone, no mutant to build)
+    mutants = {k: m for k, m in all_mutants().items() if scope.has(m.exercise) and not scope.correct_only}
     name = ("grader GPU tests (mutants, crash, hang, sanitizer)" if scope.grader_tests else
-            "GPU tests of the mutants")
+            "GPU tests of the known-right submissions" if scope.correct_only else "GPU tests of the mutants")
     # The tests run side by side (pytest-xdist), and the solutions' 20 seeds beside them: the checks
     # on a GPU share its gate (check/gate.py), so that each timing has the GPU to itself.
     cpus = machine.usable_cpus()
