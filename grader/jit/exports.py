@@ -167,9 +167,10 @@ def parse_exports(text: str, filename: str = "<source>") -> list[Export]:
         if sum(p.kind == "stream" for p in plist) > 1:
             raise ExportError(f"{where}: {name} takes more than one cudaStream_t")
         # a prototype before the definition (`...);`) declares the same entry point: one export
-        (declared if clean[m.end():].lstrip().startswith(";") else exports).append(Export(name, returns, tuple(plist), line))
+        prototype_only = clean[m.end():].lstrip().startswith(";")
+        (declared if prototype_only else exports).append(Export(name, returns, tuple(plist), line))
     defined = {e.name for e in exports}
-    exports += [e for e in declared if e.name not in defined and e.name not in {d.name for d in exports}]
+    exports += [e for e in declared if e.name not in defined]
     exports.sort(key=lambda e: e.line)
     names = [e.name for e in exports]
     for n in set(names):
