@@ -20,6 +20,18 @@ class _NoCudaRuntimeNotice:
         return not str(record.msg).startswith("No CUDA runtime is found")
 
 
+def import_file(name: str, path: str | Path):
+    """The Python file at `path` imported as module `name`, entered in sys.modules while it runs, as an
+    import does (dataclasses read string annotations from there)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def quiet_torch_notices() -> None:
     """Drop that one notice (only it) from the logger torch uses, before torch is imported."""
     import logging

@@ -59,17 +59,12 @@ def _short_error(e: BaseException) -> str:
 def load_submission(ex, cfg: WorkerConfig):
     """The submission as `call` gets it: the built extension, or a Python-module exercise's
     module imported from its copy in the build cache. Its code first runs here."""
-    from .. import jit
+    from .. import jit, pyenv
 
     if ex.learner_file == "python":
-        import importlib.util
         from types import SimpleNamespace
 
-        path = Path(cfg.module_dir) / f"{cfg.module_name}.py"
-        spec = importlib.util.spec_from_file_location(cfg.module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[cfg.module_name] = module  # as an import does: dataclasses read string annotations from it
-        spec.loader.exec_module(module)
+        module = pyenv.import_file(cfg.module_name, Path(cfg.module_dir) / f"{cfg.module_name}.py")
         if not ex.depends_on:
             return module
         # The kernels it builds on, built by the parent: {exercise id: extension module}

@@ -856,18 +856,13 @@ _loaded: dict = {}
 def load_module(path):
     """A decoder module imported from `path`, once per process (its ops register at import: a second
     import of the same namespace would fail)."""
-    import importlib.util
-    import sys
     from pathlib import Path
+
+    from .. import pyenv
 
     key = str(Path(path).resolve())
     if key not in _loaded:
-        name = f"course_decoder_{len(_loaded)}"
-        spec = importlib.util.spec_from_file_location(name, key)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # as an import does: dataclasses read string annotations from it
-        spec.loader.exec_module(module)
-        _loaded[key] = module
+        _loaded[key] = pyenv.import_file(f"course_decoder_{len(_loaded)}", key)
     return _loaded[key]
 
 
