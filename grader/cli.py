@@ -21,9 +21,13 @@ from .options import OPTIONS, check_kwargs
 
 def cmd_list(args) -> int:
     from . import exercises, paths
+    from .maintain import corpus
 
+    right = {}
+    for sub in corpus.correct_submissions().values():
+        right[sub.exercise] = right.get(sub.exercise, 0) + 1
+    rel = lambda p: p.relative_to(paths.ROOT)  # noqa: E731
     for ex in exercises.all_exercises().values():
-        rel = lambda p: p.relative_to(paths.ROOT)  # noqa: E731
         print(f"{ex.id:<22} {ex.title}")
         print(f"    {ex.summary}")
         print(f"    your file  {rel(ex.stub_path)} (about {ex.lines_to_write} lines to write)\n"
@@ -31,6 +35,14 @@ def cmd_list(args) -> int:
         print(f"    spec       {rel(ex.spec_path)}\n    notebook   {ex.notebook}  (cell 'Exercise: {ex.name}')")
         print(f"    target     {ex.target.describe()}; required SASS: "
               f"{', '.join(ex.required_sass) or 'none'}")
+        wrong = corpus.MUTANTS_DIR / f"{ex.id}.toml"
+        if wrong.exists():
+            print(f"    wrong code {rel(wrong)} ({len(corpus.mutants_for(ex.id))} mutants the grader must fail)")
+        if ex.id in right:
+            print(f"    right code {rel(corpus.CORRECT_DIR / ex.id)}/ ({right[ex.id]} files written unlike the "
+                  "solution, each must pass)")
+        for bench in sorted(paths.ROOT.glob(f"benchmarks/{ex.day}_*/")):
+            print(f"    benchmark  {rel(bench)}/")
     return 0
 
 
