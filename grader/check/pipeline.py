@@ -394,17 +394,11 @@ def check(exercise: str, source: str | Path | None = None, solutions: bool | Non
                       sanitizers=() if sanitize else tuple(sanitizers),
                       timeout=timeout if timeout or not sanitize else config.SANITIZER_TIMEOUT_FACTOR * ex.timeout_s,
                       sanitize_max_bytes=config.CHECK_SANITIZE_MAX_BYTES if learner_default else None)
-    # The grading processes start now, beside the static checks and the build: their torch, CUDA
-    # context and (for the launch check) profiler are ready by the time the module is. Not for a Python
-    # module (its dependencies must be in view from the start) or a run under compute-sanitizer. The
-    # launch check's process makes its CUDA context and starts CUPTI only after the first one has its
-    # context (`after`): started side by side, it held the first one back (reports/learner-loop-ab-*.log).
-    # Its check comes last, after ncu's, and nothing waits for it before: a timing that waited for it would
-    # wait seconds (reports/learner-loop-cb33999-h100.log). What each did when: Result.background.
-    # (Not one process with the "kernels launched" check last in it, as class grading does: the profiler's
-    # start would come after the timing, on the way to the verdict: reports/learner-loop-ab-*.log. Most of
-    # that start is torch.profiler's first session importing torch._inductor, not CUPTI, which
-    # worker._cuda_session avoids: reports/cupti-start-f23237f-h100.log, reports/learner-loop-fb78881-h100.log.)
+    # The grading processes start now, beside the static checks and the build, so that their torch,
+    # CUDA context and profiler are ready when the module is; not for a Python module (its dependencies
+    # must be in view from the start) nor under compute-sanitizer. The launch check's process makes its
+    # context after the first one's, and its check runs last: ahead of the timing it held the verdict
+    # back by seconds (docs/decisions.md, "a learner's check: grading processes").
     warm, ncu_run, warm_sanitizers = None, None, {}
     t_warm = time.perf_counter()
     if ex.learner_file != "python" and not sanitize and machine.gpu_present():
