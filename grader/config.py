@@ -13,6 +13,13 @@ PUBLIC_SEEDS = 3
 FALSE_FAILURE_SEEDS = 20
 PROFILE_SEED = 0              # the profiled call and the untimed ncu run
 
+# Device memory a kernel file may keep of its own (`__device__` variables, counted by ptxas as "gmem"):
+# the only state a kernel can carry from one call to the next, so a cache of earlier results could
+# live there. Counters, flags, printf's strings and small tables fit; an exercise whose reference
+# needs more (a split-K workspace, curand's tables) says so in its spec (Exercise.device_globals_limit).
+DEVICE_GLOBALS_LIMIT = 64 * 1024
+DEVICE_GLOBALS_WITH_CURAND = 1024 * 1024  # curand_kernel.h alone brings ~213 KB of precomputed tables
+
 # Time limits (seconds) of one grading process.
 CHECK_TIMEOUT_S = 180.0       # a learner's check (an exercise may set its own)
 CLASS_TIMEOUT_S = 60.0        # one submission in class grading: right ones take 5-20 s on an H200

@@ -228,6 +228,7 @@ class Exercise:
     source_deny: tuple[tuple[str, str], ...] = ()
     required_sass: dict[str, str] = field(default_factory=dict)  # opcode prefix -> what it proves
     max_registers: int = 255
+    device_globals_limit: int = config.DEVICE_GLOBALS_LIMIT  # bytes of `__device__` variables (config.py)
     # architectures whose compiler allocates more for the same code: {"12.0": 104}
     max_registers_per_arch: dict[str, int] = field(default_factory=dict)
     # known gaps of the reference on an architecture it runs on: {"12.0": "what fails, and why"}

@@ -55,6 +55,22 @@ def test_wrong_entry_point_signature(tmp_path):
     assert "does not match the fixed entry point" in _reason(check("day01.scale_add", source=_submit(tmp_path, text)))
 
 
+def test_device_memory_kept_between_calls_is_refused_past_the_limit(tmp_path):
+    """`__device__` arrays are the only place a kernel can keep results from one call to the next: a cache
+    of them is refused; a counter and a small table are not."""
+    body = "out[i] = alpha * x[i] + y[i];"
+    cache = SOLUTION.read_text().replace("namespace {\n", "namespace {\n__device__ float g_last[1 << 16];\n", 1)
+    cache = cache.replace(body, body + "\n    if (i < (1 << 16)) g_last[i] = out[i];")
+    result = check("day01.scale_add", source=_submit(tmp_path, cache))
+    row = next(i for i in result.items if i.name == "device memory of its own")
+    assert row.status == "fail" and "262144 B" in row.detail and "64 KB" in row.detail, str(result)
+    small = SOLUTION.read_text().replace("namespace {\n", "namespace {\n__device__ unsigned g_calls;\n", 1)
+    small = small.replace(body, body + "\n    if (i == 0) atomicAdd(&g_calls, 1u);")
+    result = check("day01.scale_add", source=_submit(tmp_path, small, "small.cu"))
+    row = next(i for i in result.items if i.name == "device memory of its own")
+    assert row.status == "pass" and row.detail.startswith("4 B"), str(result)
+
+
 def test_no_kernel_at_all(tmp_path):
     reason = _reason(check("day01.scale_add", source=_submit(tmp_path, "int main() { return 0; }\n")))
     assert "no __global__" in reason

@@ -174,6 +174,7 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
         detail += ("; " + ", ".join(f"{k.name}: {k.stack_bytes} B" for k in printing)
                    + " of stack only for printf's arguments")
     result.add("sass", "registers", "pass" if regs_ok else "fail", detail)
+    _device_globals_check(ex, report, result)
     for opcode, why in ex.required_sass.items():
         # The technique must show in the file, not in every kernel: a scalar kernel beside the
         # vectorized one (unaligned rows), or a template instantiated both ways, is what production code
@@ -187,6 +188,25 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
             result.add("sass", opcode, "pass", f"{why}: in {', '.join(having)}"
                        + (f" (not in the other {others} kernel{'s' * (others > 1)})" if others else ""))
     return report
+
+
+def device_globals_bytes(report: _build.CompileReport) -> int:
+    """Bytes of `__device__` variables in the compiled file, as ptxas counts them ("N bytes gmem")."""
+    return max((int(n) for n in re.findall(r"(\d+) bytes gmem", report.ptxas_log)), default=0)
+
+
+def _device_globals_check(ex: Exercise, report: _build.CompileReport, result: Result) -> None:
+    """A kernel file keeps no more device memory of its own than its exercise allows
+    (config.DEVICE_GLOBALS_LIMIT): between calls a kernel may carry nothing that could hold results."""
+    used, limit = device_globals_bytes(report), ex.device_globals_limit
+    if used <= limit:
+        result.add("sass", "device memory of its own", "pass",
+                   f"{used} B of __device__ variables (limit {limit // 1024} KB)")
+    else:
+        result.add("sass", "device memory of its own", "fail",
+                   f"{used} B of __device__ variables, over this exercise's {limit // 1024} KB: a kernel keeps "
+                   "nothing between calls that could hold inputs or results; work in the buffers the entry point "
+                   "is given (a counter, a flag or a small table is fine; read-only tables can be __constant__)")
 
 
 # What a Python-module exercise may import: torch and a few of Python's own modules that hold no way

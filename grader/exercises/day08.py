@@ -27,6 +27,7 @@ cumulative mass takes at the boundary (a tie group of mass >= MIN_STEP), so a ke
 """
 from __future__ import annotations
 
+from .. import config
 from ..spec import Baseline, Case, Exercise, Tolerance, latency, offset_view
 
 ALPHA = 1e-6          # false-failure rate of a right sampler, per case
@@ -268,6 +269,7 @@ EXERCISES = [
         # sampler reads it one to three times: its speed is in the rounds, not in a bandwidth.
         min_timed_bytes=4 * PERF[0] * PERF[1],
         max_registers=128,
+        device_globals_limit=config.DEVICE_GLOBALS_WITH_CURAND,
         notebook="notebooks/day08_cub_and_sampling.ipynb",
     ),
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader import config
 from grader.spec import (Baseline, Case, Exercise, Tolerance, compute_bound, dot_tolerance, latency,
                          matmul_baseline)
 
@@ -165,6 +166,7 @@ EXERCISES = [
                for v, d, r in SAMPLER_SHAPES]
         + [Case("128 x 128256", {"vocab": 128256, "distributions": 128, "rows_each": 1}, perf=True)],
         make_inputs=_sampler_inputs, make_outputs=_sampler_outputs, call=_sampler_call,
+        device_globals_limit=config.DEVICE_GLOBALS_WITH_CURAND,
         reference=lambda p, i: {"tokens": i["probs"].double()},
         tolerance=lambda p: Tolerance.distribution("draws follow probs (chi-square per distribution, "
                                                    "false-failure rate <= 1e-4 per case); never a token of "
