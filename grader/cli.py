@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from . import config
@@ -23,9 +24,7 @@ def cmd_list(args) -> int:
     from . import exercises, paths
     from .maintain import corpus
 
-    right = {}
-    for sub in corpus.correct_submissions().values():
-        right[sub.exercise] = right.get(sub.exercise, 0) + 1
+    right = Counter(sub.exercise for sub in corpus.correct_submissions().values())
     rel = lambda p: p.relative_to(paths.ROOT)  # noqa: E731
     for ex in exercises.all_exercises().values():
         print(f"{ex.id:<22} {ex.title}")

@@ -190,15 +190,10 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
     return report
 
 
-def device_globals_bytes(report: _build.CompileReport) -> int:
-    """Bytes of `__device__` variables in the compiled file, as ptxas counts them ("N bytes gmem")."""
-    return max((int(n) for n in re.findall(r"(\d+) bytes gmem", report.ptxas_log)), default=0)
-
-
 def _device_globals_check(ex: Exercise, report: _build.CompileReport, result: Result) -> None:
     """A kernel file keeps no more device memory of its own than its exercise allows
     (config.DEVICE_GLOBALS_LIMIT): between calls a kernel may carry nothing that could hold results."""
-    used, limit = device_globals_bytes(report), ex.device_globals_limit
+    used, limit = report.globals_bytes, ex.device_globals_limit
     if used <= limit:
         result.add("sass", "device memory of its own", "pass",
                    f"{used} B of __device__ variables (limit {limit // 1024} KB)")

@@ -22,7 +22,7 @@ from .errors import BuildError, parse_first_error
 from .source import HALF_OPERATORS_BACK, NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
 from .symbols import LinkCheckError, read_object
 
-REPORT_VERSION = "4"  # bump when what a cached report holds changes (4: the functions each kernel calls)
+REPORT_VERSION = "5"  # bump when what a cached report holds changes (5: the __device__ variables' bytes)
 
 
 @dataclass
@@ -89,6 +89,7 @@ class CompileReport:
     ptxas_log: str = ""
     seconds: float = 0.0
     host_object: str = ""  # compile_cubin(host_object=True): the host code's object file (link checks)
+    globals_bytes: int = 0  # the file's __device__ variables, as ptxas counts them ("N bytes gmem")
 
     def kernel(self, name: str) -> KernelInfo:
         for k in self.kernels:
@@ -378,7 +379,8 @@ def _compile(source, smv: str, flags: list[str], nvcc: str, cuobjdump, out_dir: 
     kernels = {mangled: KernelInfo(mangled, names[mangled], sass=part, calls=calls.get(mangled, []))
                for mangled, part in parts.items()}
     _parse_ptxas(log, kernels)
-    report = CompileReport(source.path, smv, list(kernels.values()), log, seconds, str(obj) if host_object else "")
+    report = CompileReport(source.path, smv, list(kernels.values()), log, seconds, str(obj) if host_object else "",
+                           max((int(n) for n in re.findall(r"(\d+) bytes gmem", log)), default=0))
     data = asdict(report)
     report_file.write_text(json.dumps(data))
     if not quiet:
