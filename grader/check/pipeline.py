@@ -24,7 +24,7 @@ from .gate import GpuGate
 from .result import UNTOUCHED_STUB, Result
 from .static import link_checks, python_checks, sass_checks, static_checks
 from .supervise import Prepared, RunOptions, WarmWorker, copy_module, isolate, run_worker, sanitize_max_bytes
-from .worker_config import BuiltModule, Seed, WorkerConfig
+from .worker_config import BuiltModule, DeviceVariable, Seed, WorkerConfig
 
 
 def secret_seed_from_env() -> int | None:
@@ -135,6 +135,7 @@ def _prepare(ex: Exercise, path: Path, quiet: bool, display: str | None) -> Prep
     compiled = {k.name.split("<")[0].split("(")[0] for k in report.kernels} if report else set()
     prep.module_dir, prep.module_name = str(built.directory), built.name
     prep.kernels = sorted(compiled | set(built.kernels))
+    prep.variables = [DeviceVariable(*v) for v in report.variables] if report else []
     return prep
 
 

@@ -21,7 +21,7 @@ from ..spec import Exercise
 from . import judge, sandbox, timed_apart
 from .gate import GpuGate, Supervised, _write, calling_for
 from .result import Result
-from .worker_config import BuiltModule, Seed, WorkerConfig
+from .worker_config import BuiltModule, DeviceVariable, Seed, WorkerConfig
 
 OUTPUT_TAIL = 2000  # bytes of a dead grading process's output shown with its failure
 
@@ -69,6 +69,7 @@ class Prepared:
     shared_access_bytes: tuple = (4, 4)  # widest shared load and store per thread (from the SASS)
     uses_shared_memory: bool = False     # the SASS has shared loads, stores or block barriers
     deps: dict[str, BuiltModule] = field(default_factory=dict)  # Python-module exercises: the kernels they use
+    variables: list[DeviceVariable] = field(default_factory=list)  # the kernel file's own (device_state.py)
     cpu_only: bool = False               # no GPU: the worker runs only a Python module's module_checks
     timed_out: bool = False              # a grading process of it was stopped at its time limit
     stuck: bool = False                  # ... there, one call of its code past the run limit (a hang)
@@ -352,7 +353,7 @@ def run_worker(ex: Exercise, prep: Prepared, opts: RunOptions, result: Result | 
             # a Python module's outputs, judged after it in a process of their own (judge.py)
             handover=(str(Path(tmp) / judge.HANDOVER) if ex.learner_file == "python" and not prep.cpu_only
                       and not opts.sanitize and part != "launches" else None),
-            timed_apart=server is not None)
+            timed_apart=server is not None, variables=prep.variables)
         cfg = Path(tmp) / "config.json"
         cfg.with_suffix(".part").write_text(worker_config.to_json())
         log = Path(tmp) / "output.log"

@@ -7,7 +7,8 @@ row, a tile, half of its blocks on every other call), that returns a result it k
 call with the same pointers, or that finishes its work after the call returned, leaves poison or a
 stale answer. After each call (untimed, after its end event) a random sample of every output is
 compared on the GPU with the reference's answer for that content, under the exercise's tolerance;
-the counts are read once the timing is over.
+the counts are read once the timing is over. The kernel file's own variables are put back as the module
+loaded them before each call (device_state.py): nothing is carried from one call to the next.
 
 The second content is the first with every floating-point input rolled along its last dimension,
 each by a different shift: the same shapes, value distributions and integer inputs (page tables,
@@ -31,6 +32,7 @@ class TimedFailure:
     elements: int  # wrong elements in that output's sample
     sampled: int
     why: str = ""  # a sampler's draws while timed: what the test of them found (instead of the counts)
+    state_restored: bool = False  # the file's own variables were put back before each call
 
     def message(self) -> str:
         if self.why:
@@ -39,7 +41,9 @@ class TimedFailure:
                 f"{self.first + 1}: {self.elements} of {self.sampled} sampled elements of '{self.name}' wrong "
                 "or unwritten). Between timed calls the inputs change and the outputs are filled with NaN; "
                 "does the kernel skip work when called again, keep results from an earlier call, or finish "
-                "after it returns?")
+                "after it returns?" + (" Its own __device__ and __constant__ variables are also put back as loaded "
+                                      "before each timed call: a table made or uploaded only on the first call is "
+                                      "gone; make it on every call." if self.state_restored else ""))
 
 
 def other_content(inputs: dict) -> dict:
@@ -61,13 +65,15 @@ def other_content(inputs: dict) -> dict:
 
 class TimedCalls:
     """`call` with `prepare` before and `verify` after it, for bench_interleaved; `failure()` once
-    the timing is over. `contents`: [(input tensors, expected outputs)], the first the case's own."""
+    the timing is over. `contents`: [(input tensors, expected outputs)], the first the case's own;
+    `state`: the file's own variables (device_state.DeviceState), or None."""
 
-    def __init__(self, ex, mod, p, inputs: dict, outputs: dict, contents: list, tolerances: dict, poison):
+    def __init__(self, ex, mod, p, inputs: dict, outputs: dict, contents: list, tolerances: dict, poison,
+                 state=None):
         import torch
 
         self.ex, self.mod, self.p, self.inputs, self.outputs = ex, mod, p, inputs, outputs
-        self.contents, self.tolerances, self.poison = contents, tolerances, poison
+        self.contents, self.tolerances, self.poison, self.state = contents, tolerances, poison, state
         self.k = 0
         self.counts: list = []  # per call: a device tensor of wrong elements per expected output
         self.gen = torch.Generator(device=next(iter(outputs.values())).device).manual_seed(0x5A4D)
@@ -77,6 +83,8 @@ class TimedCalls:
         self.draws: list = []
 
     def prepare(self) -> None:
+        if self.state is not None:
+            self.state.restore()
         src, _ = self.contents[self.k % len(self.contents)]
         for name, t in src.items():
             self.inputs[name].copy_(t)
@@ -129,7 +137,8 @@ class TimedCalls:
         first = int(bad.nonzero()[0, 0])
         j = int((counts[first] > 0).nonzero()[0, 0])
         sampled = min(SAMPLE, self.outputs[self.names[j]].numel())
-        return TimedFailure(len(self.counts), int(bad.sum()), first, self.names[j], int(counts[first, j]), sampled)
+        return TimedFailure(len(self.counts), int(bad.sum()), first, self.names[j], int(counts[first, j]), sampled,
+                            state_restored=self.state is not None)
 
     def _draws_failure(self) -> TimedFailure | None:
         """A sampler's draws while timed (each call at its own offset): within the support, and no more

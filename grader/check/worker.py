@@ -126,6 +126,7 @@ _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context e
 PAUSED_PHASE = "paused while another grading on this GPU timed"
 WAITED_PHASE = "waiting for the GPU alone"  # (for its turn to time, and for the others to pause)
 _KEPT_BYTES = 0  # GPU memory kept in torch's allocator between cases (main: RunOptions.case_memory_kept)
+_STATE = None  # device_state.DeviceState of the kernel file's own variables (main), put back before each timed call
 _GATE = None  # this process's gate.WorkerGate (main): a call of the learner's code is written down there
 _NO_GATE = WorkerGate(".", False)  # (a timing outside main: busy() and exclusive() do nothing)
 
@@ -162,6 +163,7 @@ def _repeatable(ex, mod, p, inputs, before, outputs, msg, poison=True):
 
 STREAM_CASE = "on a non-default CUDA stream"
 POISON_ROW = "shared memory filled with NaN before each call"
+STATE_ROW = "the file's own variables put back as loaded before each timed call"
 STREAM_BUSY_NS = 100_000_000  # 0.1 s of the GPU's clock: the side stream is busy while the kernel is queued (ptx.spin)
 TIMED_STREAM_BUSY_NS = 20_000_000  # the same before a timed case: its call is queued well within 20 ms
 
@@ -423,7 +425,7 @@ def _timed_calls(ex, mod, p, inputs, outputs, expected, before):
     for _ in range(CONTENTS - 1):
         other = other_content(before)
         contents.append((other, ex.reference(p, {**inputs, **{k: v.clone() for k, v in other.items()}})))
-    return TimedCalls(ex, mod, p, inputs, outputs, contents, tolerances(ex, p, expected), poison)
+    return TimedCalls(ex, mod, p, inputs, outputs, contents, tolerances(ex, p, expected), poison, _STATE)
 
 
 def calibrate(exercise_id: str) -> dict[str, dict]:
@@ -556,7 +558,7 @@ def main(cfg: WorkerConfig) -> int:
     # Class grading's lanes share a GPU: each stretch of GPU work between pauses, the timing with the
     # GPU alone (gate.py). From here on this process answers pauses; before, it has not touched the GPU
     # (a timing does not wait for a process still importing torch: it pauses at its first busy()).
-    global _GATE, _SHARED_POISON, _KEPT_BYTES
+    global _GATE, _SHARED_POISON, _KEPT_BYTES, _STATE
     _KEPT_BYTES = cfg.case_memory_kept
     gate = _GATE = WorkerGate(os.path.dirname(os.path.abspath(cfg.results)), cfg.gate)
     try:
@@ -577,6 +579,17 @@ def main(cfg: WorkerConfig) -> int:
             emit(group="work", name=POISON_ROW, status="skip",
                  detail=f"skipped: could not fill shared memory with NaN before each call here ({_SHARED_POISON.why_not}): "
                         "a read of shared memory the kernel never wrote may go unseen")
+    # (not under compute-sanitizer, which times nothing)
+    if cfg.variables and torch.cuda.is_available() and not cfg.cpu_only and not cfg.max_case_bytes:
+        from .device_state import DeviceState
+
+        try:
+            with gate.busy():
+                _STATE = DeviceState(mod.__file__, cfg.variables)
+        except Exception as e:  # the timed calls cannot be trusted: say so where the verdict shows it
+            emit(group="work", name=STATE_ROW, status="fail",
+                 detail=f"could not find the file's __device__ and __constant__ variables to put them back between "
+                        f"timed calls ({_short_error(e)}), so its timings cannot be trusted; please report this")
     emit(event="ready", t=time.time())
     # What exists now (torch, the module) lives as long as the process: frozen, out of the collector's
     # way, so that the collection after each case looks at that case's objects alone (34 ms -> ~0).

@@ -20,6 +20,14 @@ class BuiltModule(NamedTuple):
     name: str
 
 
+class DeviceVariable(NamedTuple):
+    """A `__device__` or `__constant__` variable of a kernel file, as its cubin places it (device_state.py)."""
+    name: str     # its symbol in the cubin
+    section: str  # .nv.global (zeroed), .nv.global.init (initialised) or .nv.constant3 (and other banks)
+    offset: int   # in the section
+    size: int
+
+
 def exact_fields(cls, text: str, what: str) -> dict:
     """The JSON object `text` as a dict, keyed by exactly the fields of the dataclass `cls`; ValueError
     (naming it as `what`) where it is not a JSON object, has a key that is no field or lacks a field."""
@@ -55,6 +63,8 @@ class WorkerConfig:
     case_memory_kept: int = 0                # GPU memory kept in torch's allocator between cases (bytes)
     handover: str | None = None              # the folder a Python module's outputs go to, for the judge (judge.py)
     timed_apart: bool = False                # a Python module's timed steps, timed by the check (timed_apart.py)
+    # the kernel file's own variables, put back as loaded before each timed call (device_state.py)
+    variables: list[DeviceVariable] = field(default_factory=list)
 
     def to_json(self) -> str:  # (a Seed or BuiltModule as a JSON array)
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
@@ -66,6 +76,7 @@ class WorkerConfig:
         data = exact_fields(cls, text, "a worker config")
         data["seeds"] = [Seed(*s) for s in data["seeds"]]
         data["deps"] = {k: BuiltModule(*v) for k, v in data["deps"].items()}
+        data["variables"] = [DeviceVariable(*v) for v in data["variables"]]
         return cls(**data)
 
     @classmethod

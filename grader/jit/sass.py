@@ -22,7 +22,7 @@ from .errors import BuildError, parse_first_error
 from .source import HALF_OPERATORS_BACK, NVCC_FLAGS, TORCH_NVCC_FLAGS, _as_sources, content_hash, target_arch
 from .symbols import LinkCheckError, read_object
 
-REPORT_VERSION = "5"  # bump when what a cached report holds changes (5: the __device__ variables' bytes)
+REPORT_VERSION = "6"  # bump when what a cached report holds changes (6: the variables themselves)
 
 
 @dataclass
@@ -90,6 +90,8 @@ class CompileReport:
     seconds: float = 0.0
     host_object: str = ""  # compile_cubin(host_object=True): the host code's object file (link checks)
     globals_bytes: int = 0  # the file's __device__ variables, as ptxas counts them ("N bytes gmem")
+    # its __device__ and __constant__ variables: [name, section, offset, size] (device_variables)
+    variables: list = field(default_factory=list)
 
     def kernel(self, name: str) -> KernelInfo:
         for k in self.kernels:
@@ -169,6 +171,21 @@ def _external_calls(cubin: Path) -> dict[str, list[str]]:
 # The host code compiled as the torch extension compiles it (position-independent), in the same
 # nvcc call as the cubin: `--keep` leaves the very cubin that `-cubin` makes.
 HOST_OBJECT_FLAGS = ["-c", "-Xcompiler", "-fPIC", "--keep"]
+
+
+# The sections a file's own variables live in: __device__ ones zeroed or initialised, __constant__ ones in a
+# bank of their own (.nv.constant0.<kernel> holds a kernel's parameters; the compiler's banks have no objects).
+_VARIABLE_SECTION = re.compile(r"\.nv\.(global|global\.init|constant\d+)\Z")
+STT_OBJECT = 1
+
+
+def device_variables(cubin: Path) -> list[tuple[str, str, int, int]]:
+    """The `__device__` and `__constant__` variables of a cubin, a kernel's `static` locals included:
+    (symbol, section, offset in it, size), from its symbol table."""
+    obj = read_object(cubin, relocations=False)
+    return [(s.name, obj.sections[s.shndx].name, s.value, s.size) for s in obj.symbols
+            if s.type == STT_OBJECT and 0 < s.shndx < len(obj.sections)
+            and _VARIABLE_SECTION.match(obj.sections[s.shndx].name)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -380,7 +397,8 @@ def _compile(source, smv: str, flags: list[str], nvcc: str, cuobjdump, out_dir: 
                for mangled, part in parts.items()}
     _parse_ptxas(log, kernels)
     report = CompileReport(source.path, smv, list(kernels.values()), log, seconds, str(obj) if host_object else "",
-                           max((int(n) for n in re.findall(r"(\d+) bytes gmem", log)), default=0))
+                           max((int(n) for n in re.findall(r"(\d+) bytes gmem", log)), default=0),
+                           device_variables(out_dir / "kernel.cubin"))
     data = asdict(report)
     report_file.write_text(json.dumps(data))
     if not quiet:

@@ -41,7 +41,7 @@ from .demangle import demangle, without_signature
 ALLOWED = [
     # nvcc's launch and registration plumbing (a <<<...>>> launch compiles to these)
     ("CUDA launch plumbing", r"__cuda(RegisterFatBinary|RegisterFatBinaryEnd|UnregisterFatBinary|RegisterFunction"
-                             r"|RegisterVar|RegisterManagedVar|RegisterTexture|RegisterSurface|InitModule"
+                             r"|RegisterVar|RegisterTexture|RegisterSurface|InitModule"
                              r"|PushCallConfiguration|PopCallConfiguration|LaunchKernel|LaunchKernel_ptsz|GetKernel)"),
     # launching, errors
     ("kernel launch", r"cuda(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel)(_ptsz)?"),
@@ -126,6 +126,9 @@ LIBRARY_KINDS = [
     ("registers code to run at exit", r"__cxa_atexit|__cxa_thread_atexit\w*|__dso_handle|at_quick_exit|on_exit"),
     ("throws or catches C++ exceptions", r"__cxa_(throw|rethrow|allocate_exception|free_exception|begin_catch"
                                          r"|end_catch|get_exception_ptr|current_exception_type)"),
+    # memory both the host code and the kernel reach, kept between calls: nothing put back before a timed
+    # call (check/device_state.py) can hold for it
+    ("keeps memory the host can reach (a __managed__ variable)", r"__cudaRegisterManagedVar"),
     ("allocates or frees memory through the runtime",
      r"cuda(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MallocHost|FreeHost|MallocAsync|FreeAsync"
      r"|MallocManaged|MallocPitch|Malloc3D|Malloc3DArray|MallocArray|MallocMipmappedArray|MallocFromPoolAsync"
@@ -157,6 +160,8 @@ REMEDIES = {
                                                                      "a __constant__ table may be uploaded "
                                                                      "(cudaMemcpyToSymbolAsync)",
     "creates or controls streams, events, graphs or host callbacks": "launch on the cudaStream_t you are given",
+    "keeps memory the host can reach (a __managed__ variable)": "use the buffers you are given; a table the kernel "
+                                                                "needs can be a __device__ or __constant__ variable",
     "opens, reads or writes files": "remove it (printing to stdout or stderr is fine)",
     "throws or catches C++ exceptions": "return a cudaError_t instead",
     "calls a CUDA library instead of computing": "compute it in your kernel",
@@ -254,8 +259,8 @@ class Object:
         return rel.symbol
 
 
-def read_object(path: str | Path) -> Object:
-    """Parse an ELF64 relocatable object: sections, symbols, relocations."""
+def read_object(path: str | Path, relocations: bool = True) -> Object:
+    """Parse an ELF64 object: sections, symbols and (unless `relocations` is False) relocations."""
     data = Path(path).read_bytes()
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise LinkCheckError(f"{path} is not an ELF64 object file")
@@ -292,8 +297,8 @@ def read_object(path: str | Path) -> Object:
             if info & 0xF == STT_SECTION and not name:
                 name = sections[shndx].name if shndx < len(sections) else ""
             symbols.append(Symbol(name, info & 0xF, info >> 4, shndx, value, size))
-    relocations = []
-    for s in sections:
+    relocs = []
+    for s in sections if relocations else ():
         if s.type not in (SHT_RELA, SHT_REL) or not symbols:
             continue
         size = 24 if s.type == SHT_RELA else 16
@@ -304,8 +309,8 @@ def read_object(path: str | Path) -> Object:
                 offset, info = struct.unpack_from(end + "QQ", data, s.offset + size * i)
                 target = sections[s.info]
                 addend = struct.unpack_from(end + "q", data, target.offset + offset)[0] if target.size >= offset + 8 else 0
-            relocations.append(Relocation(s.info, offset, symbols[info >> 32], addend))
-    return Object(str(path), machine, sections, symbols, relocations, data)
+            relocs.append(Relocation(s.info, offset, symbols[info >> 32], addend))
+    return Object(str(path), machine, sections, symbols, relocs, data)
 
 
 def _demangle(names: list[str]) -> dict[str, str]:

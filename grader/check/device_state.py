@@ -1,0 +1,155 @@
+"""A kernel file's own device memory, put back as it was loaded before every timed call.
+
+Between timed calls the inputs change and the outputs are poisoned (timed.py), but a kernel that kept
+what an earlier call computed (results cached under a fingerprint of the inputs, a call counter that
+makes every other call skip half the blocks) could still replay it. The only place a file can keep
+anything between calls is its own variables: `__device__` and `__constant__` ones (allocations,
+runtime copies into buffers, memory the host can reach and `__managed__` variables are refused by the
+link check). Their bytes as the module loaded them are copied aside before the module's first call
+and copied back before each timed call, so that to the kernel every timed call is its first.
+
+Finding them: the runtime gives the kernel handle of a host stub (cudaGetFuncBySymbol; stubs are
+among the extension's functions, read from its symbol table), the driver gives that kernel's module
+(cuFuncGetModule) and each variable's address by its name in the cubin (cuModuleGetGlobal). A
+variable the driver cannot name (a kernel's `static __device__` local) is found from another of its
+section: a section is loaded as one block, so an offset in the cubin is an offset from its base.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .worker_config import DeviceVariable
+
+
+class DeviceStateError(RuntimeError):
+    """The file's variables could not be found, so they cannot be put back between timed calls."""
+
+
+@dataclass
+class _Region:
+    address: int
+    size: int
+    view: object   # a uint8 tensor over the bytes (no copy)
+    loaded: object  # their contents as loaded (a device tensor)
+
+
+class _Raw:
+    """Device bytes as torch.as_tensor takes them (the CUDA array interface)."""
+
+    def __init__(self, address: int, size: int):
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False),
+                                         "strides": None, "version": 3}
+
+
+class DeviceState:
+    """The variables of the extension at `library` (DeviceVariable, from its cubin), found and their
+    loaded contents copied aside; `restore()` copies them back (on torch's current stream)."""
+
+    def __init__(self, library: str, variables: list[DeviceVariable]):
+        import torch
+
+        self.variables = list(variables)
+        addresses = _addresses(library, self.variables)
+        self.regions = []
+        for address, size in _merged(addresses):
+            view = torch.as_tensor(_Raw(address, size), device="cuda")
+            self.regions.append(_Region(address, size, view, view.clone()))
+        torch.cuda.synchronize()
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.size for r in self.regions)
+
+    def restore(self) -> None:
+        for r in self.regions:
+            r.view.copy_(r.loaded)
+
+
+def _merged(addresses: dict[DeviceVariable, int]) -> list[tuple[int, int]]:
+    """(address, size) spans covering every variable, neighbours joined."""
+    spans = sorted((a, a + v.size) for v, a in addresses.items() if v.size)
+    out: list[list[int]] = []
+    for start, end in spans:
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(s, e - s) for s, e in out]
+
+
+def _addresses(library: str, variables: list[DeviceVariable]) -> dict[DeviceVariable, int]:
+    """Each variable's device address in the module the extension at `library` loaded."""
+    module = _module_of(library)
+    drv = _loaded("libcuda.so")
+    get = drv.cuModuleGetGlobal_v2
+    get.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p,
+                    ctypes.c_char_p]
+    found: dict[DeviceVariable, int] = {}
+    bases: dict[str, set[int]] = defaultdict(set)
+    for v in variables:
+        address, size = ctypes.c_uint64(), ctypes.c_size_t()
+        if get(ctypes.byref(address), ctypes.byref(size), module, v.name.encode()) == 0 and address.value:
+            found[v] = address.value
+            bases[v.section].add(address.value - v.offset)
+    for section, seen in bases.items():
+        if len(seen) > 1:
+            raise DeviceStateError(f"the variables of {section} are not where the cubin places them")
+    for v in variables:
+        if v not in found:
+            if v.section not in bases:
+                raise DeviceStateError(f"the driver does not know the variable {v.name} ({v.section}) nor any "
+                                       "other of its section")
+            found[v] = next(iter(bases[v.section])) + v.offset
+    return found
+
+
+def _module_of(library: str) -> ctypes.c_void_p:
+    """The CUDA module of the extension at `library`: a kernel's host stub, found among its functions,
+    gives its kernel handle and that handle its module."""
+    from ..jit.symbols import STT_FUNC, read_object
+
+    lib = ctypes.CDLL(library, mode=os.RTLD_NOLOAD)  # (it is loaded: the grading process imported it)
+    obj = read_object(library, relocations=False)
+    symbols = {s.name: s for s in obj.symbols if s.shndx and s.name}
+    init = next((s for name, s in symbols.items() if name.startswith("PyInit_")), None)
+    if init is None:
+        raise DeviceStateError(f"{library} has no symbol table with its module's entry")
+    bias = ctypes.cast(getattr(lib, init.name), ctypes.c_void_p).value - init.value
+    rt = _loaded("libcudart.so")
+    rt.cudaGetFuncBySymbol.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    kernel = ctypes.c_void_p()
+    for s in symbols.values():
+        if s.type == STT_FUNC and rt.cudaGetFuncBySymbol(ctypes.byref(kernel), ctypes.c_void_p(bias + s.value)) == 0:
+            break
+    else:
+        raise DeviceStateError(f"no kernel of {library} is known to the CUDA runtime")
+    rt.cudaGetLastError()  # (the functions that were no kernel each left an error)
+    drv = _loaded("libcuda.so")
+    drv.cuFuncGetModule.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    module = ctypes.c_void_p()
+    if drv.cuFuncGetModule(ctypes.byref(module), kernel) != 0 or not module.value:
+        raise DeviceStateError("the CUDA driver gave no module for the file's kernel")
+    return module
+
+
+def _loaded(stem: str) -> ctypes.CDLL:
+    """The library `stem` (libcuda.so, libcudart.so) that this process has loaded: the one that
+    registered the extension's kernels."""
+    paths = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                if os.path.basename(path).startswith(stem) and path not in paths:
+                    paths.append(path)
+    except OSError:
+        pass
+    for path in paths:
+        try:
+            return ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+        except OSError:
+            continue
+    raise DeviceStateError(f"{stem} is not loaded in this process")
