@@ -147,7 +147,7 @@ def _loaded(stem: str) -> ctypes.CDLL:
                     paths.append(path)
     except OSError:
         pass
-    for path in paths:
+    for path in paths + [f"{stem}.{v}" for v in (1, 13, 12)]:  # (then by soname, where /proc is not mounted)
         try:
             return ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
         except OSError:
