@@ -161,3 +161,17 @@ def test_every_variable_is_put_back_as_loaded(tmp_path):
     state.restore()
     built.module.bump(y, 128)
     assert torch.equal(y, first)  # ... every bit of which was put back (the static local's call count included)
+
+
+def test_the_extensions_symbol_table_has_its_entry_and_the_kernels_host_stubs(tmp_path):
+    """What the lookup reads without a GPU: the built extension keeps its symbol table, with the module's
+    entry and the host stub of the file's kernel (in an anonymous namespace) among its functions."""
+    from grader.check.device_state import host_functions
+    from grader.jit.symbols import read_object
+
+    built = jit.build([_source(tmp_path)], name="variables", quiet=True, load=False)
+    init, offset, functions = host_functions(str(built.library))
+    assert init.startswith("PyInit_") and offset
+    stubs = [s.value for s in read_object(built.library, relocations=False).symbols
+             if "bump_kernel" in s.name and s.type == 2 and s.shndx]
+    assert stubs and set(stubs) <= set(functions)

@@ -106,23 +106,30 @@ def _addresses(library: str, variables: list[DeviceVariable]) -> dict[DeviceVari
     return found
 
 
+def host_functions(library: str) -> tuple[str, int, list[int]]:
+    """From the extension's symbol table: its module's entry (PyInit_...), that entry's offset, and the
+    offsets of its functions (the kernels' host stubs among them), local ones first."""
+    from ..jit.symbols import STT_FUNC, read_object
+
+    obj = read_object(library, relocations=False)
+    defined = [s for s in obj.symbols if s.shndx and s.name]
+    init = next((s for s in defined if s.name.startswith("PyInit_")), None)
+    if init is None:
+        raise DeviceStateError(f"{library} has no symbol table with its module's entry")
+    return init.name, init.value, [s.value for s in defined if s.type == STT_FUNC]
+
+
 def _module_of(library: str) -> ctypes.c_void_p:
     """The CUDA module of the extension at `library`: a kernel's host stub, found among its functions,
     gives its kernel handle and that handle its module."""
-    from ..jit.symbols import STT_FUNC, read_object
-
+    init, init_offset, functions = host_functions(library)
     lib = ctypes.CDLL(library, mode=os.RTLD_NOLOAD)  # (it is loaded: the grading process imported it)
-    obj = read_object(library, relocations=False)
-    symbols = {s.name: s for s in obj.symbols if s.shndx and s.name}
-    init = next((s for name, s in symbols.items() if name.startswith("PyInit_")), None)
-    if init is None:
-        raise DeviceStateError(f"{library} has no symbol table with its module's entry")
-    bias = ctypes.cast(getattr(lib, init.name), ctypes.c_void_p).value - init.value
+    bias = ctypes.cast(getattr(lib, init), ctypes.c_void_p).value - init_offset
     rt = _loaded("libcudart.so")
     rt.cudaGetFuncBySymbol.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
     kernel = ctypes.c_void_p()
-    for s in symbols.values():
-        if s.type == STT_FUNC and rt.cudaGetFuncBySymbol(ctypes.byref(kernel), ctypes.c_void_p(bias + s.value)) == 0:
+    for offset in functions:
+        if rt.cudaGetFuncBySymbol(ctypes.byref(kernel), ctypes.c_void_p(bias + offset)) == 0:
             break
     else:
         raise DeviceStateError(f"no kernel of {library} is known to the CUDA runtime")
