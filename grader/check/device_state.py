@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from .worker_config import DeviceVariable
 
 
+ZEROED = ".nv.global"  # the section of the variables without an initialiser (zeros as loaded)
+
+
 class DeviceStateError(RuntimeError):
     """The file's variables could not be found, so they cannot be put back between timed calls."""
 
@@ -53,6 +56,12 @@ class DeviceState:
 
         self.variables = list(variables)
         addresses = _addresses(library, self.variables)
+        # Nothing has run yet, so every zero-initialised variable reads zeros: where one does not, an
+        # address is wrong, and nothing is written there.
+        for v, address in addresses.items():
+            if v.section == ZEROED and v.size and torch.count_nonzero(torch.as_tensor(_Raw(address, v.size),
+                                                                                      device="cuda")):
+                raise DeviceStateError(f"{v.name} does not read as zeros before the first call: its address is wrong")
         self.regions = []
         for address, size in _merged(addresses):
             view = torch.as_tensor(_Raw(address, size), device="cuda")
