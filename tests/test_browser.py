@@ -4,7 +4,8 @@ It opens Day 1 where `make lab` opens it, runs every cell from the Run menu, and
 sees: no cell ended in an error, torch's "No CUDA runtime" notice is gone, the exercise cell drew the
 grader's result table; then it opens the exercise file kernels/day01/scale_add.cu in Lab's editor and
 checks that it is C++ with a 2-space indent (the course's Lab extension, lab/labextensions). Screenshots
-go to reports/browser/. Nothing is saved into the notebook (autosave off, the file compared after).
+go to a temporary folder, or to reports/browser/ with COURSE_SCREENSHOTS=1 (a test run must not change
+the committed reports, whose index lists their sizes). Nothing is saved into the notebook (autosave off, the file compared after).
 
 Needs Chromium (Debian: apt-get install chromium; Playwright's own browser download is not used) and
 playwright (the dev extra); skipped with the reason otherwise. COURSE_CHROMIUM points at another binary.
@@ -30,7 +31,8 @@ from grader import paths
 ROOT = paths.ROOT
 DAY1 = "notebooks/day01_cuda_model_and_jit.ipynb"
 EXERCISE_FILE = "kernels/day01/scale_add.cu"
-SHOTS = ROOT / "reports" / "browser"
+SHOTS = (ROOT / "reports" / "browser" if os.environ.get("COURSE_SCREENSHOTS") == "1"
+         else Path(tempfile.mkdtemp(prefix="course-browser-shots-")))
 RUN_ALL_LIMIT_S = 1500  # Day 1 from a cold cache on 2 cores: the precompiled header and three builds
 
 
