@@ -66,6 +66,7 @@ class DeviceState:
         for address, size in _merged(addresses):
             view = torch.as_tensor(_Raw(address, size), device="cuda")
             self.regions.append(_Region(address, size, view, view.clone()))
+        self.restore()  # (a first write of the same bytes: a region that cannot be written fails here, not when timed)
         torch.cuda.synchronize()
 
     @property
