@@ -1,7 +1,7 @@
 """Day 1 exercise: scale-add with a grid-stride loop, correct for every size."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view, pointer_offset
 
 # Tails around a warp and a block (1, 2, 3, 127, 128, 129), sizes past the capped grid (which
 # need the grid-stride loop), misaligned base pointers, and one case of 3 x 268 MB, more than
@@ -24,6 +24,11 @@ SPECIAL = [("alpha = 0", {"alpha": 0.0}), ("x all zero (padding)", {"x_zero": Tr
            ("inputs ~1e-30", {"scale": 1e-30}), ("inputs ~1e30", {"scale": 1e30})]
 
 
+# Each pointer misaligned alone (the others aligned) by 4 and 8 bytes: a kernel that vectorizes
+# after checking one pointer's alignment, or checks % 8 where a 16-byte access needs % 16, faults.
+ALONE_POINTERS = {"x": 4, "y": 4, "out": 4}
+
+
 def _case(n, offset=0, **extra):
     return {"n": n, "offset": offset, **extra}
 
@@ -31,6 +36,8 @@ def _case(n, offset=0, **extra):
 def _cases():
     cases = [Case(f"n={n}", _case(n)) for n in SIZES]
     cases += [Case(f"n={n} misaligned by 1", _case(n, 1)) for n in (129, 100_001)]
+    cases += [Case(f"n=100001 {what}", _case(100_001, alone=(name, elements)))
+              for name, elements, what in misalignments(ALONE_POINTERS)]
     cases += [Case(f"n={n} ({label})", _case(n)) for label, n in REAL_SIZES]
     cases += [Case(f"n=100003 {label}", _case(100_003, **extra)) for label, extra in SPECIAL]
     cases.append(Case("n=67108865 (past L2)", _case((1 << 26) + 1), perf=True))
@@ -49,13 +56,14 @@ def _inputs(p, gen, device="cuda"):
         alpha = p["alpha"]
     if p.get("x_zero"):
         x.zero_()
-    return {"x": offset_view(x, off), "y": offset_view(y, off), "alpha": alpha}
+    return {"x": offset_view(x, pointer_offset(p, "x", off)), "y": offset_view(y, pointer_offset(p, "y", off)),
+            "alpha": alpha}
 
 
 def _outputs(p, inputs):
     import torch
 
-    return {"out": empty_like_offset((p["n"],), torch.float32, "cuda", p["offset"])}
+    return {"out": empty_like_offset((p["n"],), torch.float32, "cuda", pointer_offset(p, "out", p["offset"]))}
 
 
 def _call(mod, p, inputs, outputs):

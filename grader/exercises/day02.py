@@ -1,7 +1,8 @@
 """Day 2 exercise: SiLU-and-mul (fp16 / bf16) with 16-byte vector loads."""
 from __future__ import annotations
 
-from ..spec import UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
+from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view,
+                    pointer_offset, torch_dtype)
 from ._rounding import FP16_SUBNORMAL, round_up
 
 # The gated activations (x of shape [tokens, 2d] -> out [tokens, d]) of Days 2 and 3 share
@@ -25,10 +26,18 @@ REAL_MISALIGNED = (3, 14336)
 MAGNITUDES = [("zero rows (padding)", 9, 4096, "zero_rows"), ("small inputs", 7, 4096, "small"),
               ("large gates", 7, 4096, "large")]
 DTYPES = ("fp16", "bf16")
+# input and out each misaligned alone (the other aligned) by 2, 4 and 8 bytes, in one dtype, with
+# d % 8 == 0 (the vector path open when aligned): a launcher that decides the alignment of both from
+# one of them, or checks a smaller modulus than the 16 bytes of a vector, faults.
+ALONE = ("bf16", 5, 1024)
+ALONE_POINTERS = {"input": 2, "out": 2}
 
 
-def _gated(dt, tokens, d, offset=0, magnitude="normal"):
-    return {"dtype": dt, "tokens": tokens, "d": d, "offset": offset, "magnitude": magnitude}
+def _gated(dt, tokens, d, offset=0, magnitude="normal", alone=None):
+    p = {"dtype": dt, "tokens": tokens, "d": d, "offset": offset, "magnitude": magnitude}
+    if alone:
+        p["alone"] = alone
+    return p
 
 
 def gated_cases():
@@ -40,6 +49,9 @@ def gated_cases():
         t, d = REAL_MISALIGNED
         cases.append(Case(f"{dt} tokens={t} d={d} (real model) misaligned by 1", _gated(dt, t, d, offset=1)))
         cases += [Case(f"{dt} tokens={t} d={d} {label}", _gated(dt, t, d, magnitude=m)) for label, t, d, m in MAGNITUDES]
+    dt, t, d = ALONE
+    cases += [Case(f"{dt} tokens={t} d={d} {what}", _gated(dt, t, d, alone=(name, elements)))
+              for name, elements, what in misalignments(ALONE_POINTERS)]
     cases += [Case(f"{dt} tokens=16384 d=8192 (past L2)", _gated(dt, 16384, 8192), perf=True) for dt in DTYPES]
     return cases
 
@@ -53,7 +65,7 @@ def zero_padding_rows(x):
 def uniform_gated_inputs(p, gen, gate_bound: float, up_bound: float, device="cuda") -> dict:
     """The input [tokens, 2 d] of an activation whose interesting range is bounded (Days 3 and 13):
     gates uniform in [-gate_bound, gate_bound), up halves in [-up_bound, up_bound); padding rows of
-    zeros when the case asks; at the case's offset."""
+    zeros when the case asks; at the case's offset (or its own, misaligned alone)."""
     import torch
 
     x = torch.rand(p["tokens"], 2 * p["d"], generator=gen, device=device) * 2 - 1  # uniform in [-1, 1)
@@ -61,7 +73,7 @@ def uniform_gated_inputs(p, gen, gate_bound: float, up_bound: float, device="cud
     x[:, p["d"]:] *= up_bound
     if p.get("magnitude") == "zero_rows":
         zero_padding_rows(x)
-    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), pointer_offset(p, "input", p["offset"]))}
 
 
 def _inputs(p, gen, device="cuda"):
@@ -80,11 +92,12 @@ def _inputs(p, gen, device="cuda"):
         gate_bound = 20000.0 if p["dtype"] == "fp16" else 5e6
         x[:, :d] = (x[:, :d] * (gate_bound / 8)).clamp(-gate_bound, gate_bound)
         x[:, d:] = (x[:, d:] / 4).clamp(-3.0, 3.0)  # |out| <= 6e4 < 65504 (fp16)
-    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), pointer_offset(p, "input", p["offset"]))}
 
 
 def gated_outputs(p, inputs):
-    return {"out": empty_like_offset((p["tokens"], p["d"]), torch_dtype(p["dtype"]), "cuda", p["offset"])}
+    return {"out": empty_like_offset((p["tokens"], p["d"]), torch_dtype(p["dtype"]), "cuda",
+                                     pointer_offset(p, "out", p["offset"]))}
 
 
 def _call(mod, p, inputs, outputs):

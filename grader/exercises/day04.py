@@ -1,7 +1,7 @@
 """Day 4 exercise: a conflict-free matrix transpose (fp32 and fp16), any shape."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view, pointer_offset, torch_dtype
 
 # (rows, cols): single elements, single rows and columns, tails 1/2/3/127/128/129 around the
 # 64-unit tile, odd sizes (fp16 then moves single halves instead of pairs), 33 x 4097 (one tile
@@ -31,10 +31,18 @@ SPECIAL_BITS = {
     "fp16": [0x7E00, 0x7D01, 0xFE3F, 0x7C01, 0x7C00, 0xFC00, 0x8000, 0x0000, 0x0001, 0x83FF, 0x7BFF, 0xFBFF],
 }
 INT_DTYPE = {"fp32": "int32", "fp16": "int16"}
+# In fp16, input and out each misaligned alone (the other aligned) by 2, 4 and 8 bytes, on a shape
+# whose pair path is open when aligned: a launcher that decides the alignment of both from one of
+# them moves 4-byte pairs at a 2-byte offset, and faults.
+ALONE = ("fp16", 128, 130)
+ALONE_POINTERS = {"input": 2, "out": 2}
 
 
-def _params(dt, rows, cols, offset=0, special=False):
-    return {"dtype": dt, "rows": rows, "cols": cols, "offset": offset, "special": special}
+def _params(dt, rows, cols, offset=0, special=False, alone=None):
+    p = {"dtype": dt, "rows": rows, "cols": cols, "offset": offset, "special": special}
+    if alone:
+        p["alone"] = alone
+    return p
 
 
 def _cases():
@@ -48,6 +56,9 @@ def _cases():
         cases.append(Case(f"{dt} 127 x 129 special values (NaN payloads, inf, -0.0, subnormals)",
                           _params(dt, 127, 129, special=True)))
     cases.append(Case("fp16 2047 x 2049 (2-byte words)", _params("fp16", 2047, 2049)))
+    dt, r, c = ALONE
+    cases += [Case(f"{dt} {r} x {c} {what}", _params(dt, r, c, alone=(name, elements)))
+              for name, elements, what in misalignments(ALONE_POINTERS)]
     for dt in DTYPES:
         r, c = PERF_SHAPES[dt]
         cases.append(Case(f"{dt} {r} x {c} (past L2)", _params(dt, r, c), perf=True))
@@ -69,7 +80,7 @@ def _inputs(p, gen, device="cuda"):
 
     if not p.get("special"):
         x = torch.randn(p["rows"], p["cols"], generator=gen, device=device)
-        return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+        return {"input": offset_view(x.to(torch_dtype(p["dtype"])), pointer_offset(p, "input", p["offset"]))}
     # Random bit patterns of the element's width, viewed as floats: no arithmetic touches them.
     bits = 8 * _element_size(p)
     lo, hi = -(1 << (bits - 1)), 1 << (bits - 1)
@@ -79,11 +90,12 @@ def _inputs(p, gen, device="cuda"):
     where = torch.randperm(raw.numel(), generator=gen, device=device)[: 4 * special.numel()]
     raw[where] = special.repeat(4)  # each special value 4 times, at random places
     x = raw.to(_int_dtype(p)).view(torch_dtype(p["dtype"])).view(p["rows"], p["cols"])
-    return {"input": offset_view(x, p["offset"])}
+    return {"input": offset_view(x, pointer_offset(p, "input", p["offset"]))}
 
 
 def _outputs(p, inputs):
-    return {"out": empty_like_offset((p["cols"], p["rows"]), torch_dtype(p["dtype"]), "cuda", p["offset"])}
+    return {"out": empty_like_offset((p["cols"], p["rows"]), torch_dtype(p["dtype"]), "cuda",
+                                     pointer_offset(p, "out", p["offset"]))}
 
 
 def _call(mod, p, inputs, outputs):

@@ -6,7 +6,8 @@ torch.softmax would return NaN. +inf and NaN inputs are out of scope.
 """
 from __future__ import annotations
 
-from ..spec import UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
+from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view,
+                    pointer_offset, torch_dtype)
 from ._rounding import FLUSH32, FP16_SUBNORMAL, ULP32, round_up
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -46,8 +47,11 @@ MASKED = [("30% -inf", 37, 1024, "random"), ("causal -inf", 129, 129, "causal"),
           ("fully masked rows", 6, 32000, "rows"), ("all -inf", 2, 151936, "all")]
 
 # Large logits: without the max subtraction exp overflows (+1000) or every exp underflows to 0
-# (-1000); on both paths (the online one keeps a running max instead).
-SHIFTED = [(8, 1024, 1000.0), (4, 8192, -1000.0), (2, 128256, 1000.0), (2, 32000, -1000.0)]
+# (-1000); on both paths (the online one keeps a running max instead). 1000 and 4100 columns leave
+# pad slots in the last vectors of a row (warp and block path): a pad that is not -inf raises the
+# max of an all-negative row above its own entries.
+SHIFTED = [(8, 1024, 1000.0), (4, 8192, -1000.0), (2, 128256, 1000.0), (2, 32000, -1000.0),
+           (19, 1000, -1000.0), (3, 4100, -1000.0)]
 
 # (label, rows, cols, scale, zero_rows): logits of other magnitudes. All-zero rows (padding
 # tokens: a uniform distribution) among normal ones; logits ~ 1e-3 (a near-uniform row, every
@@ -61,9 +65,19 @@ MAGNITUDES = [("zero rows (padding)", 12, 1000, SCALE, True), ("zero rows (paddi
 PERF = [("fp32", 32768, 1024), ("fp16", 16384, 4096), ("bf16", 16384, 8192)]
 
 
-def _params(dt, rows, cols, mask="none", shift=0.0, offset=0, scale=SCALE, zero_rows=False):
-    return {"dtype": dt, "rows": rows, "cols": cols, "mask": mask, "shift": shift, "offset": offset,
-            "scale": scale, "zero_rows": zero_rows}
+# x and out each misaligned alone (the other aligned) by 2 (fp16), 4 and 8 bytes at 33 x 1024, where
+# the vector path is open when aligned: a launcher that decides the alignment of both from one of
+# them, or checks a smaller modulus than the 16 bytes of a vector, faults.
+ALONE = [("fp32", 33, 1024), ("fp16", 33, 1024)]
+ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def _params(dt, rows, cols, mask="none", shift=0.0, offset=0, scale=SCALE, zero_rows=False, alone=None):
+    p = {"dtype": dt, "rows": rows, "cols": cols, "mask": mask, "shift": shift, "offset": offset,
+         "scale": scale, "zero_rows": zero_rows}
+    if alone:
+        p["alone"] = alone
+    return p
 
 
 def _cases():
@@ -76,6 +90,10 @@ def _cases():
                   for label, r, c, s, z in MAGNITUDES]
         cases += [Case(f"{dt} {r}x{c} misaligned by 1", _params(dt, r, c, offset=1))
                   for r, c in ((33, 1024), (2, 16384), (2, 128256))]
+    for dt, r, c in ALONE:
+        size = ELEMENT_BYTES[dt]
+        cases += [Case(f"{dt} {r}x{c} {what}", _params(dt, r, c, alone=(name, elements)))
+                  for name, elements, what in misalignments({"x": size, "out": size})]
     cases += [Case(f"{dt} {r}x{c} (past L2)", _params(dt, r, c), perf=True) for dt, r, c in PERF]
     return cases
 
@@ -110,11 +128,12 @@ def _inputs(p, gen, device="cuda"):
     masked = _mask(p, gen, device)
     if masked is not None:
         x = x.masked_fill(masked, float("-inf"))
-    return {"x": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"])}
+    return {"x": offset_view(x.to(torch_dtype(p["dtype"])), pointer_offset(p, "x", p["offset"]))}
 
 
 def _outputs(p, inputs):
-    return {"out": empty_like_offset((p["rows"], p["cols"]), torch_dtype(p["dtype"]), inputs["x"].device, p["offset"])}
+    return {"out": empty_like_offset((p["rows"], p["cols"]), torch_dtype(p["dtype"]), inputs["x"].device,
+                                     pointer_offset(p, "out", p["offset"]))}
 
 
 def _call(mod, p, inputs, outputs):

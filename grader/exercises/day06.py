@@ -1,7 +1,8 @@
 """Day 6 exercises: RMSNorm and fused residual-add + RMSNorm (fp16 / bf16), the row read once."""
 from __future__ import annotations
 
-from ..spec import UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, offset_view, torch_dtype
+from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view,
+                    pointer_offset, torch_dtype)
 from ._rounding import FLUSH32, FP16_SUBNORMAL, PerOutput, round_up
 
 EPS = 1e-6
@@ -28,15 +29,27 @@ REAL_HIDDEN = [(7, 2048), (5, 3584), (3, 5120), (2, 12288)]
 MAGNITUDES = [("zero rows (padding)", 12, 4096, "zero_rows"), ("entries ~1e-3", 7, 4096, "1e-3"),
               ("entries ~1e-4", 7, 4096, "1e-4"), ("large entries", 7, 4096, "large"),
               ("rows with mean 2", 7, 4096, "offset")]
+# Another model's eps (Llama 2/3, Mistral: 1e-5) on entries ~1e-3, where mean(x^2) ~ eps: a kernel
+# that uses a constant of its own instead of the eps it is given is off by ~100% there.
+OTHER_EPS = 1e-5
+# Each pointer misaligned alone (the others aligned) by 2, 4 and 8 bytes, in bf16 at 7 x 4096 (the
+# vector path open when aligned): a launcher that decides the alignment of all from some of them,
+# or checks a smaller modulus than the 16 bytes of a vector, faults.
+ALONE = ("bf16", 7, 4096)
+RMS_POINTERS = {"input": 2, "weight": 2, "out": 2}
+FUSED_POINTERS = {"input": 2, "residual": 2, "weight": 2}
 DTYPES = ("fp16", "bf16")
 
 
-def _params(dt, rows, hidden, offset=0, weight_offset=0, magnitude="normal"):
-    return {"dtype": dt, "rows": rows, "hidden": hidden, "eps": EPS, "offset": offset,
-            "weight_offset": weight_offset, "magnitude": magnitude}
+def _params(dt, rows, hidden, offset=0, weight_offset=0, magnitude="normal", eps=EPS, alone=None):
+    p = {"dtype": dt, "rows": rows, "hidden": hidden, "eps": eps, "offset": offset,
+         "weight_offset": weight_offset, "magnitude": magnitude}
+    if alone:
+        p["alone"] = alone
+    return p
 
 
-def _cases(perf_shapes):
+def _cases(perf_shapes, alone_pointers):
     cases = []
     for dt in DTYPES:
         cases += [Case(f"{dt} rows={r} hidden={h}", _params(dt, r, h)) for r, h in SHAPES]
@@ -45,6 +58,11 @@ def _cases(perf_shapes):
         cases += [Case(f"{dt} rows={r} hidden={h} (real model)", _params(dt, r, h)) for r, h in REAL_HIDDEN]
         cases += [Case(f"{dt} rows={r} hidden={h} {label}", _params(dt, r, h, magnitude=m))
                   for label, r, h, m in MAGNITUDES]
+        cases.append(Case(f"{dt} rows=7 hidden=4096 entries ~1e-3, eps {OTHER_EPS:g}",
+                          _params(dt, 7, 4096, magnitude="1e-3", eps=OTHER_EPS)))
+    dt, r, h = ALONE
+    cases += [Case(f"{dt} rows={r} hidden={h} {what}", _params(dt, r, h, alone=(name, elements)))
+              for name, elements, what in misalignments(alone_pointers)]
     cases += [Case(f"{dt} rows={r} hidden={h} (past L2)", _params(dt, r, h), perf=True)
               for dt in DTYPES for r, h in perf_shapes]
     return cases
@@ -55,7 +73,7 @@ def _weight(p, gen, device="cuda"):
 
     # Around 1 like a trained norm weight, with spread (some near 0, some near 2.5).
     w = 1.0 + 0.5 * torch.randn(p["hidden"], generator=gen, device=device)
-    return offset_view(w.to(torch_dtype(p["dtype"])), p["weight_offset"])
+    return offset_view(w.to(torch_dtype(p["dtype"])), pointer_offset(p, "weight", p["weight_offset"]))
 
 
 def _shaped(x, p, normal_scale):
@@ -111,11 +129,13 @@ def _rms_inputs(p, gen, device="cuda"):
 
     # Scale 3: a sum of squares kept in fp16 would overflow (> 65504) from hidden ~7300 on.
     x = _shaped(torch.randn(p["rows"], p["hidden"], generator=gen, device=device), p, 3.0)
-    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), p["offset"]), "weight": _weight(p, gen, device)}
+    return {"input": offset_view(x.to(torch_dtype(p["dtype"])), pointer_offset(p, "input", p["offset"])),
+            "weight": _weight(p, gen, device)}
 
 
 def _rms_outputs(p, inputs):
-    return {"out": empty_like_offset((p["rows"], p["hidden"]), torch_dtype(p["dtype"]), "cuda", p["offset"])}
+    return {"out": empty_like_offset((p["rows"], p["hidden"]), torch_dtype(p["dtype"]), "cuda",
+                                     pointer_offset(p, "out", p["offset"]))}
 
 
 def _rms_call(mod, p, inputs, outputs):
@@ -141,7 +161,8 @@ def _fused_inputs(p, gen, device="cuda"):
     dt = torch_dtype(p["dtype"])
     x = _shaped(torch.randn(p["rows"], p["hidden"], generator=gen, device=device), p, 1.0)  # a layer's output
     r = _shaped(torch.randn(p["rows"], p["hidden"], generator=gen, device=device), p, 2.0)  # the residual stream
-    return {"input": offset_view(x.to(dt), p["offset"]), "residual": offset_view(r.to(dt), p["offset"]),
+    return {"input": offset_view(x.to(dt), pointer_offset(p, "input", p["offset"])),
+            "residual": offset_view(r.to(dt), pointer_offset(p, "residual", p["offset"])),
             "weight": _weight(p, gen, device)}
 
 
@@ -188,7 +209,7 @@ EXERCISES = [
             "cudaError_t rmsnorm_bf16(__nv_bfloat16* out, const __nv_bfloat16* input, "
             "const __nv_bfloat16* weight, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)",
         ],
-        cases=_cases([(32768, 4096), (16384, 8192)]),
+        cases=_cases([(32768, 4096), (16384, 8192)], RMS_POINTERS),
         make_inputs=_rms_inputs,
         make_outputs=_rms_outputs,
         call=_rms_call,
@@ -221,7 +242,7 @@ EXERCISES = [
             "cudaError_t fused_add_rmsnorm_bf16(__nv_bfloat16* input, __nv_bfloat16* residual, "
             "const __nv_bfloat16* weight, int64_t rows, int64_t hidden, float eps, cudaStream_t stream)",
         ],
-        cases=_cases([(16384, 4096), (8192, 8192)]),
+        cases=_cases([(16384, 4096), (8192, 8192)], FUSED_POINTERS),
         make_inputs=_fused_inputs,
         make_outputs=lambda p, inputs: {},
         call=_fused_call,

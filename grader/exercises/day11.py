@@ -59,6 +59,14 @@ def _cases():
                 for ps in (1, 16):
                     cases.append(Case(f"{dt} head_dim {hd}, group {qo // kv}, page {ps}, lens 1/100/777",
                                       decode_params(dt, [1, 100, 777], qo, kv, hd, ps)))
+        # A page size that does not divide the 64-token tile: a token's slot (or page) taken from its row
+        # in the tile instead of its index in the request, or a shift for the division, is wrong there.
+        cases.append(Case(f"{dt} page 24 (not a divisor of the 64-token tile), lens 1/100/777",
+                          decode_params(dt, [1, 100, 777], 32, 8, 128, 24)))
+        # Group 16 (Llama 3.1 405B: 128 query heads on 8 KV heads): every row of the mma tile is a query
+        # head, and large scores show a state of rows 8..15 that does not start at m = -inf.
+        cases.append(Case(f"{dt} group 16 (128 / 8 heads), large scores, ragged 1..5000",
+                          decode_params(dt, [1, 5000, 129, 16], 128, 8, kind="large")))
         # Llama 3 8B (32 / 8 heads) and 70B (64 / 8 heads), head_dim 128, page 16: ragged 1 .. 32768 in
         # one batch; one request of 32768 (split-KV fills the GPU); a batch of length-1 requests.
         cases += [Case(f"{dt} Llama 3 8B ragged 1..32768", decode_params(dt, [1, 17, 500, 4096, 32768, 3, 1000, 16])),
@@ -209,12 +217,11 @@ class _Gathered:
 
 
 def _sdpa(p, inputs, outputs):
-    import torch
     import torch.nn.functional as F
 
     holder = inputs.setdefault("_gathered", _Gathered())
     if holder.kv is None:
-        ps, n = p["page_size"], p["lens"][0]
+        n = p["lens"][0]
         pages = inputs["kv_indices"].long().view(p["batch"], -1)         # equal lengths: a rectangle
         kv = inputs["kv_cache"][pages]                                    # (batch, pages, 2, ps, kvh, hd)
         kv = kv.transpose(2, 3).reshape(p["batch"], -1, 2, p["kv_heads"], p["head_dim"])[:, :n]
@@ -233,7 +240,7 @@ EXERCISES = [
         title="Batched decode attention over a paged KV cache",
         summary="o, lse = attention of one query token per request over its K/V in a paged cache (FlashInfer's "
                 "kv_indptr / kv_indices / kv_last_page_len), GQA (query head qh reads KV head qh / group), "
-                "fp16/bf16 in, fp32 math, lse in natural log; head_dim 64/128/256, page sizes 1 and 16, ragged "
+                "fp16/bf16 in, fp32 math, lse in natural log; head_dim 64/128/256, groups up to 16, any page size, ragged "
                 "lengths 1..32768 in one batch. Split-KV into the given workspace (>= 1024 x qo_heads x "
                 "(head_dim + 1) floats) when the batch cannot fill the GPU; no allocation.",
         entry_points=[

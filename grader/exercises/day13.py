@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from ..spec import UNIT_ROUNDOFF, Baseline, Case, Exercise, Tolerance, memory_bound, misalignments, pointer_offset
+from ..spec import UNIT_ROUNDOFF, Baseline, Exercise, Tolerance, memory_bound
 from . import _render_child
 from ._rounding import FP16_SUBNORMAL, ULP32, expf_ulp, round_up
 from .day02 import DTYPES, gated_cases, gated_outputs, uniform_gated_inputs
@@ -215,12 +215,9 @@ def _template_checks(template_text: str, result) -> bool:
 # Day 3's bounded inputs: gate and up uniform in [-4, 4], so that the error bounds below hold.
 INPUT_BOUND = 4.0
 LARGE_UP = 8.0  # the "large" case's up half: |out| <= act(gate bound) x 8 stays inside fp16
-# input and out each misaligned alone (the other aligned) by 2, 4 and 8 bytes: a launcher that decides
-# from one pointer's alignment for both, or checks a smaller modulus than vec_size x 2 bytes, faults.
-# One activation and dtype (the alignment check is the same text in every rendering); d % 8 == 0:
-# the vector path is open when aligned.
-ALONE = ("silu", "bf16", 5, 1024)
-ALONE_POINTERS = {"input": 2, "out": 2}
+# Day 2's cases each pointer misaligned alone: for one activation (the alignment check is the same
+# text in every rendering).
+ALONE_ACT = "silu"
 
 
 def _cases():
@@ -229,12 +226,9 @@ def _cases():
         for c in gated_cases():
             if c.perf and c.params["dtype"] != "bf16":
                 continue  # timed once per activation, in bf16 (what LLMs serve in)
+            if "alone" in c.params and act != ALONE_ACT:
+                continue
             cases.append(replace(c, label=f"{act} {c.label}", params={**c.params, "act": act}))
-    act, dt, t, d = ALONE
-    cases += [Case(f"{act} {dt} tokens={t} d={d} {what}",
-                   {"dtype": dt, "tokens": t, "d": d, "offset": 0, "magnitude": "normal", "act": act,
-                    "alone": (name, elements)})
-              for name, elements, what in misalignments(ALONE_POINTERS)]
     return cases
 
 
@@ -250,11 +244,7 @@ def bounds(p) -> tuple[float, float]:
 
 
 def _inputs(p, gen, device="cuda"):
-    return uniform_gated_inputs({**p, "offset": pointer_offset(p, "input", p["offset"])}, gen, *bounds(p), device)
-
-
-def _outputs(p, inputs):
-    return gated_outputs({**p, "offset": pointer_offset(p, "out", p["offset"])}, inputs)
+    return uniform_gated_inputs(p, gen, *bounds(p), device)
 
 
 def _call(mod, p, inputs, outputs):
@@ -313,7 +303,7 @@ EXERCISES = [
                       "int64_t d, cudaStream_t stream)" for s in GRADED],
         cases=_cases(),
         make_inputs=_inputs,
-        make_outputs=_outputs,
+        make_outputs=gated_outputs,
         call=_call,
         reference=_reference,
         tolerance=_tolerance,
