@@ -402,12 +402,14 @@ def torch_dtype(name: str):
 
 
 def poison(t):
-    """Fill an output with NaN (or an unlikely integer) so unwritten elements fail."""
+    """Fill an output with NaN (or an unlikely integer) so unwritten elements fail: the most negative
+    signed value, the largest unsigned one (0 is the commonest right byte; 0xFF is an e4m3 NaN)."""
     import torch
 
     if t.is_floating_point():
         return t.fill_(float("nan"))
-    return t.fill_(torch.iinfo(t.dtype).min)
+    info = torch.iinfo(t.dtype)
+    return t.fill_(info.min if t.dtype.is_signed else info.max)
 
 
 def offset_view(t, offset: int):

@@ -185,7 +185,11 @@ def _wrong(got, exp, tol):
     from .compare import mismatched
 
     if tol.kind == "distribution":
-        unwritten = torch.isnan(got) if got.is_floating_point() else got == torch.iinfo(got.dtype).min
+        if got.is_floating_point():
+            unwritten = torch.isnan(got)
+        else:
+            info = torch.iinfo(got.dtype)
+            unwritten = got == (info.min if got.dtype.is_signed else info.max)
         return unwritten.sum()
     if not (got.is_floating_point() or exp.is_floating_point()):
         return (got != exp.to(got.device)).sum()

@@ -99,8 +99,9 @@ MIN_SCALE = 1.0 / (448.0 * 512.0)  # keeps an all-zero row finite (vLLM's lower 
 # counts from 1 to 4096.
 FP8_SHAPES = [(1, 1), (2, 2), (3, 3), (1, 127), (2, 128), (3, 129), (127, 4096), (128, 4095), (129, 16384),
               (19, 16392), (7, 28672), (989, 4096), (64, 8192), (33, 14336), (4096, 4096)]
-# Rows of very different magnitudes (10^-3 .. 10^3: each row gets its own scale) with every 7th row
-# all zeros (the lower bound on the scale); misaligned x and q (a slice can start anywhere).
+# Rows of very different magnitudes (10^-3 .. 10^3: each row gets its own scale), every 7th row all
+# zeros and every 7th from row 3 of |max| < 448 x MIN_SCALE = 1/512 (the lower bound on the scale
+# holds for both, not only where amax = 0); misaligned x and q (a slice can start anywhere).
 FP8_SPECIAL = [(129, 4096, "spread"), (64, 14336, "spread"), (5, 129, "spread")]
 FP8_MISALIGNED = [(3, 129), (33, 4096)]
 # One pointer misaligned alone (the others aligned), in bf16: x by 2, 4 and 8 bytes, q by 1, 2, 4 and 8
@@ -126,7 +127,7 @@ def _fp8_cases():
     cases = []
     for dt in DTYPES:
         cases += [Case(f"{dt} M={m} K={k}", _fp8_params(dt, m, k)) for m, k in FP8_SHAPES]
-        cases += [Case(f"{dt} M={m} K={k}, rows 1e-3..1e3 and zero rows", _fp8_params(dt, m, k, rows=r))
+        cases += [Case(f"{dt} M={m} K={k}, rows 1e-3..1e3, rows ~1e-4 and zero rows", _fp8_params(dt, m, k, rows=r))
                   for m, k, r in FP8_SPECIAL]
         cases += [Case(f"{dt} M={m} K={k} misaligned by 1 (x, q)", _fp8_params(dt, m, k, offset=1))
                   for m, k in FP8_MISALIGNED]
@@ -142,7 +143,9 @@ def _fp8_inputs(p, gen, device="cuda"):
 
     x = torch.randn(p["m"], p["k"], generator=gen, device=device)
     if p["rows"] == "spread":
-        x *= 10.0 ** (torch.rand(p["m"], 1, generator=gen, device=device) * 6 - 3)
+        factor = 10.0 ** (torch.rand(p["m"], 1, generator=gen, device=device) * 6 - 3)
+        factor[3::7] = 1e-4  # |max| = 1e-4 x (a randn below 19.5) < 1/512: the scale is the lower bound
+        x *= factor
         x[::7] = 0.0
     return {"x": offset_view(x.to(torch_dtype(p["dtype"])), pointer_offset(p, "x", p["offset"]))}
 

@@ -9,7 +9,8 @@
 //
 // e4m3 (1 sign bit, 4 exponent bits, 3 mantissa bits, no infinities) spans +-448 with 3 bits of
 // mantissa: scaling each row so that its largest value lands on 448 uses the whole range. The
-// lower bound on the scale keeps an all-zero row finite (vLLM's choice). The quotient is IEEE
+// lower bound on the scale holds for every row (vLLM's choice): it keeps an all-zero row finite and
+// a row of values below 1/512 short of 448. The quotient is IEEE
 // fp32's x / s (not x * (1 / s)), so every byte matches torch's float8_e4m3fn conversion of the
 // same quotient; div_by_scale below gets it in 3 instructions. The conversion is one PTX
 // instruction for two values:
