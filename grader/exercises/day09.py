@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..spec import (Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset, matmul_baseline,
+from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset, matmul_baseline,
                     misalignments, offset_view, pointer_offset, torch_dtype)
 
 DTYPES = ("fp16", "bf16")
@@ -91,6 +91,11 @@ ALONE_POINTERS = {"a": 2, "b": 2, "c": 2}
 # an order that sizes every group as the first one still covers C: these have 11 and 9 block rows
 # (last groups of 3 and 1), 5 and 7 block columns, and tails in M, N and K (under 0.12 GFLOP each).
 BM, BN, GROUP_M = 128, 128, 8
+# Integer entries of 16..32 (b's rows of either sign), K = 56: every product and partial sum is an
+# integer below 2^16, so any fp32 accumulation order is exact and C's one rounding is the only
+# error: held to round-to-nearest (u |c|). A conversion that truncates (__float2half_rz, bf16 by
+# dropping the low 16 bits) errs up to 2u |c|, which the other cases' tolerance allows.
+INTEGERS = (130, 260, 56)
 RASTER = [("fp16", 1300, 600, 72), ("bf16", 1030, 850, 40)]
 
 
@@ -125,6 +130,9 @@ def gemm_cases(shapes, misaligned, perf_sizes, raster=(), tile=(BM, BN, GROUP_M)
               for name, elements, what in misalignments(ALONE_POINTERS)]
     cases += [Case(f"{dt} {m}x{n}x{k} ({raster_label(m, n, *tile)})", _gemm_params(dt, m, n, k))
               for dt, m, n, k in raster]
+    m, n, k = INTEGERS
+    cases += [Case(f"{dt} {m}x{n}x{k} integer entries (C rounded to nearest)",
+                   {**_gemm_params(dt, m, n, k), "values": "integers"}) for dt in DTYPES]
     cases += [Case(f"{dt} {s}x{s}x{s}", _gemm_params(dt, s, s, s), perf=True) for s in perf_sizes for dt in DTYPES]
     return cases
 
@@ -133,8 +141,13 @@ def gemm_inputs(p, gen, device="cuda"):
     import torch
 
     dt = torch_dtype(p["dtype"])
-    a = torch.randn(p["m"], p["k"], generator=gen, device=device).to(dt)
-    b = torch.randn(p["n"], p["k"], generator=gen, device=device).to(dt)
+    if p.get("values") == "integers":  # (INTEGERS)
+        a = torch.randint(16, 33, (p["m"], p["k"]), generator=gen, device=device).to(dt)
+        sign = torch.randint(0, 2, (p["n"], 1), generator=gen, device=device) * 2 - 1
+        b = (torch.randint(16, 33, (p["n"], p["k"]), generator=gen, device=device) * sign).to(dt)
+    else:
+        a = torch.randn(p["m"], p["k"], generator=gen, device=device).to(dt)
+        b = torch.randn(p["n"], p["k"], generator=gen, device=device).to(dt)
     return {"a": offset_view(a, pointer_offset(p, "a", p["offset"])),
             "b": offset_view(b, pointer_offset(p, "b", p["offset"]))}
 
@@ -146,6 +159,16 @@ def gemm_outputs(p, inputs):
 
 def _gemm_call(mod, p, inputs, outputs):
     getattr(mod, f"tensor_core_gemm_{p['dtype']}")(outputs["c"], inputs["a"], inputs["b"], p["m"], p["n"], p["k"])
+
+
+def gemm_tolerance(p):
+    """C = A B^T's tolerance (Days 9 and 10): dot_tolerance over K; for integer entries (INTEGERS) the
+    exact result rounded once to nearest."""
+    if p.get("values") == "integers":
+        return Tolerance(UNIT_ROUNDOFF[p["dtype"]], 0.0,
+                         "integer entries, every sum exact (below 2^16): C is the exact result rounded once to "
+                         "nearest, within u |c|; a conversion that truncates errs up to 2u |c| and fails")
+    return dot_tolerance(p["dtype"], max(p["k"], 1))
 
 
 def gemm_reference(p, inputs):
@@ -206,7 +229,7 @@ EXERCISES = [
         call=_gemm_call,
         reference=gemm_reference,
         # randn inputs: each product a_i b_i has RMS 1.
-        tolerance=lambda p: dot_tolerance(p["dtype"], p["k"]),
+        tolerance=gemm_tolerance,
         target=compute_bound(flops=lambda p: 2 * p["m"] * p["n"] * p["k"],
                              bytes_moved=lambda p: 2 * (p["m"] * p["k"] + p["n"] * p["k"] + p["m"] * p["n"]),
                              baseline=matmul_baseline(gemm_matmul), ratio=0.30, dtype=lambda p: p["dtype"]),

@@ -6,10 +6,10 @@
 """
 from __future__ import annotations
 
-from ..spec import (Baseline, Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset,
+from ..spec import (Baseline, Case, Exercise, Tolerance, compute_bound, empty_like_offset,
                     matmul_baseline, memory_bound, misalignments, offset_view, pointer_offset, torch_dtype)
 from .day09 import (DTYPES, LLAMA3_8B, _gemm_params, gemm_cases, gemm_inputs, gemm_matmul, gemm_outputs,
-                    gemm_reference, raster_label)
+                    gemm_reference, gemm_tolerance, raster_label)
 
 GEMM_SASS = {
     "HMMA.16816.F32": "tensor-core mma.sync m16n8k16 with fp32 accumulators (HMMA.16816.F32, "
@@ -209,7 +209,7 @@ EXERCISES = [
         call=_gemm_call,
         reference=gemm_reference,
         # randn inputs: each product a_i b_i has RMS 1.
-        tolerance=lambda p: dot_tolerance(p["dtype"], max(p["k"], 1)),
+        tolerance=gemm_tolerance,
         target=compute_bound(flops=lambda p: 2 * p["m"] * p["n"] * p["k"],
                              bytes_moved=lambda p: 2 * (p["m"] * p["k"] + p["n"] * p["k"] + p["m"] * p["n"]),
                              baseline=matmul_baseline(gemm_matmul), ratio=0.55, dtype=lambda p: p["dtype"]),
@@ -276,7 +276,7 @@ EXERCISES = [
         make_outputs=gemm_outputs,
         call=_wgmma_call,
         reference=gemm_reference,
-        tolerance=lambda p: dot_tolerance(p["dtype"], max(p["k"], 1)),
+        tolerance=gemm_tolerance,
         target=compute_bound(flops=lambda p: 2 * p["m"] * p["n"] * p["k"],
                              bytes_moved=lambda p: 2 * (p["m"] * p["k"] + p["n"] * p["k"] + p["m"] * p["n"]),
                              baseline=matmul_baseline(gemm_matmul), ratio=0.90, dtype=lambda p: p["dtype"]),

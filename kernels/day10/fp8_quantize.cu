@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs (about 44 lines). Generated from solutions/day10/fp8_quantize.cu by `grader release` (stub-hash d84b68eae67b).
+// Your exercise: fill in the TODOs (about 44 lines). Generated from solutions/day10/fp8_quantize.cu by `grader release` (stub-hash 1bfcacfb6f6c).
 // Day 10 exercise 2: dynamic per-token FP8 quantization, the step before an FP8 GEMM.
 //
 //   x       [M, K]  fp16 or bf16, row-major: one token's activations per row
