@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs (about 54 lines). Generated from solutions/day10/gemm.cu by `grader release` (stub-hash eb72b2a6f67a).
+// Your exercise: fill in the TODOs (about 54 lines). Generated from solutions/day10/gemm.cu by `grader release` (stub-hash 05f1589cea0c).
 // Day 10 exercise: a fast tensor-core GEMM, C = A B^T, with everything the day adds to Day 9.
 //
 //   a  [M, K]  fp16 or bf16, row-major
@@ -25,7 +25,7 @@
 // When 16-byte copies are impossible (K not a multiple of 8, or a or b not 16-byte aligned) the same
 // pipeline is filled by plain loads instead (slow but right); C falls back to 2-byte stores where a
 // row of it is not 16-byte aligned or runs past N.
-// Napkin math at 4096^3: 137 GFLOP. On an H200, mma.sync tops out near 636 TFLOP/s and cuBLAS
+// Napkin math at 4096^3: 137 GFLOP. On an H100, mma.sync tops out near 627-650 TFLOP/s and cuBLAS
 // (torch.matmul, which uses wgmma) reached ~780: mma.sync's ceiling is ~0.8x torch.matmul, and the
 // target (below) asks for most of it. Each K tile brings (128 + 256) x 64 x 2 = 48 KB into a block
 // for 2 x 128 x 256 x 64 = 4.2 MFLOP: 85 flops per byte (Day 9's 128 x 128: 64). Three stages are
@@ -263,7 +263,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   //    b. For each K tile t < tiles, for each k step ks < KSTEPS (#pragma unroll: ks % 2 must be a
   //       constant for af and bf to stay in registers), in this order:
   //       - at the last k step (ks == KSTEPS - 1): course::cp_async_wait<STAGES - 2>() and
-  //         __syncthreads(): tile t + 1 has landed, and no warp reads tile t - 1's stage any more;
+  //         __syncthreads(): tile t + 1 has landed, and every warp has issued its last ldmatrix of
+  //         tile t (step KSTEPS - 1's fragments came at step KSTEPS - 2), so tile t's stage may be refilled;
   //       - the next step's fragments: frags.load(af[(ks + 1) % 2], bf[(ks + 1) % 2], t, ks + 1),
   //         or, at the last k step, step 0 of tile t + 1: frags.load(af[0], bf[0], t + 1, 0);
   //       - at ks == 0 (after the last barrier, tile t - 1's stage is free): tile.issue(aligned_tag,

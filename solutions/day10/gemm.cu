@@ -24,7 +24,7 @@
 // When 16-byte copies are impossible (K not a multiple of 8, or a or b not 16-byte aligned) the same
 // pipeline is filled by plain loads instead (slow but right); C falls back to 2-byte stores where a
 // row of it is not 16-byte aligned or runs past N.
-// Napkin math at 4096^3: 137 GFLOP. On an H200, mma.sync tops out near 636 TFLOP/s and cuBLAS
+// Napkin math at 4096^3: 137 GFLOP. On an H100, mma.sync tops out near 627-650 TFLOP/s and cuBLAS
 // (torch.matmul, which uses wgmma) reached ~780: mma.sync's ceiling is ~0.8x torch.matmul, and the
 // target (below) asks for most of it. Each K tile brings (128 + 256) x 64 x 2 = 48 KB into a block
 // for 2 x 128 x 256 x 64 = 4.2 MFLOP: 85 flops per byte (Day 9's 128 x 128: 64). Three stages are
@@ -274,7 +274,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   // STUB: //    b. For each K tile t < tiles, for each k step ks < KSTEPS (#pragma unroll: ks % 2 must be a
   // STUB: //       constant for af and bf to stay in registers), in this order:
   // STUB: //       - at the last k step (ks == KSTEPS - 1): course::cp_async_wait<STAGES - 2>() and
-  // STUB: //         __syncthreads(): tile t + 1 has landed, and no warp reads tile t - 1's stage any more;
+  // STUB: //         __syncthreads(): tile t + 1 has landed, and every warp has issued its last ldmatrix of
+  // STUB: //         tile t (step KSTEPS - 1's fragments came at step KSTEPS - 2), so tile t's stage may be refilled;
   // STUB: //       - the next step's fragments: frags.load(af[(ks + 1) % 2], bf[(ks + 1) % 2], t, ks + 1),
   // STUB: //         or, at the last k step, step 0 of tile t + 1: frags.load(af[0], bf[0], t + 1, 0);
   // STUB: //       - at ks == 0 (after the last barrier, tile t - 1's stage is free): tile.issue(aligned_tag,
@@ -308,7 +309,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int ks = 0; ks < KSTEPS; ++ks) {
         if (ks == KSTEPS - 1) {  // next: step 0 of tile t + 1. Groups committed: STAGES - 1 + t + 1;
           course::cp_async_wait<STAGES - 2>();  // at most STAGES - 2 in flight: tiles 0 .. t + 1 landed
-          __syncthreads();  // everyone's copies visible; and every warp has read tile t - 1 for good
+          __syncthreads();  // everyone's copies visible; and every warp has read tile t for good
         }
         if (ks < KSTEPS - 1) {
           frags.load(af[(ks + 1) % 2], bf[(ks + 1) % 2], t, ks + 1);
