@@ -230,10 +230,10 @@ EXERCISES = [
         tolerance=_tolerance,
         target=compute_bound(flops=flops, bytes_moved=bytes_moved, baseline=sdpa_flash_baseline(_sdpa), ratio=0.90,
                              dtype=lambda p: p["dtype"]),
-        target_note="TFLOP/s counts only the (query, key) pairs the mask lets through. On the H200, SDPA's FLASH "
-                    "backend (FlashAttention-2) reached ~351 / 335 TFLOP/s non-causal / causal (bf16, batch 4 x "
-                    "8192, 32 heads), FlashInfer's FA2-style prefill 1.11-1.15x that and the cuDNN backend "
-                    "(Hopper's wgmma) ~1.7x (grading-method.md); mma.sync itself tops out near 636",
+        target_note="TFLOP/s counts only the (query, key) pairs the mask lets through. On an H100, SDPA's FLASH "
+                    "backend (FlashAttention-2) ran at ~358 / 311 TFLOP/s non-causal / causal at 8 x 2048 "
+                    "(reports/gpu-notebooks-day12.md) and FlashInfer's FA2 template at 353-395 "
+                    "(reports/gpu-notebooks.md); mma.sync itself tops out near 627-650 (reports/mma-rate.log)",
         required_sass={
             "HMMA.16816.F32": "S = Q K^T and O += P V on the tensor cores (mma.sync m16n8k16, fp32 accumulators)",
             "LDSM": "K and V fragments loaded with ldmatrix (V with .trans)",

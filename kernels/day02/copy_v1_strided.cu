@@ -1,8 +1,8 @@
 // v1, strided copy: every element is copied exactly once, but the 32 threads of a warp touch
 // addresses STRIDE floats apart, so one warp load spans up to 32 sectors instead of 4.
 // Expect the coalesced bandwidth at STRIDE 1, then roughly 1/STRIDE of it up to STRIDE 8
-// (every thread in its own 32-byte sector) and about 1/8 beyond, a little better wherever
-// the L2 still holds a sector when a later pass comes back for its other floats.
+// (every thread in its own 32-byte sector), and worse beyond: DRAM row misses and partly
+// written sectors (about 1/23 of STRIDE 1 at STRIDE 32 on the H100 of reports/gpu-notebooks.json).
 //
 //   inp, out  (n,) fp32      element e = j * STRIDE + r is copied in pass r by thread j
 #include "course/common.cuh"

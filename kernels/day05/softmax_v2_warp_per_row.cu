@@ -2,8 +2,9 @@
 // registers (NV float4 loads per lane), so the row is read from memory once and written once;
 // the max and the sum are butterfly shuffles (course::warp_reduce_max / _sum): no shared
 // memory, no __syncthreads, and a block of 4 warps works on 4 rows independently. Rows up to
-// 1024 floats (32 per lane), cols a multiple of 4 (16-byte aligned rows). Expect ~0.85-0.95x
-// of the copy for rows of 256-1024 floats, less for very short rows, where most lanes idle.
+// 1024 floats (32 per lane), cols a multiple of 4 (16-byte aligned rows). On the H100 of
+// reports/gpu-notebooks.json: 1.00-1.01x of the copy for rows of 128-1024 floats; less for very short rows,
+// where most lanes idle.
 //
 //   x, out  (rows, cols) fp32       lane l of the row's warp holds float4 vectors l, l + 32, ...
 #include "course/vec.cuh"

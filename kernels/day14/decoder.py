@@ -1,4 +1,4 @@
-# Your exercise: fill in the TODOs (about 64 lines). Generated from solutions/day14/decoder.py by `grader release` (stub-hash add0e7b2b1d4).
+# Your exercise: fill in the TODOs (about 64 lines). Generated from solutions/day14/decoder.py by `grader release` (stub-hash 85d1deac0c85).
 # Day 14 capstone: a Llama-architecture decoder that runs on your kernels.
 #
 # Your kernels of Days 2, 6, 8, 11, 12 and 14 become torch.library custom ops (namespace `course`),
@@ -263,7 +263,9 @@ class Decoder:
         """Record step() into a CUDA graph for the current batch (after prefill). The step's inputs
         are static buffers: static_tokens (copied into by decode) and plan_buf (by plan)."""
         # TODO: plan(self.lens); warm step(self.static_tokens[:self.batch]) up once on a side
-        # stream; record it with torch.cuda.graph(self.graph) into self.static_logits.
+        # stream; torch._C._cuda_clearCublasWorkspaces() (rule 4 of the notebook); then
+        # self.graph = torch.cuda.CUDAGraph() and record step into self.static_logits with
+        # torch.cuda.graph(self.graph).
         raise NotImplementedError("Decoder.capture")
 
     def decode(self, tokens):

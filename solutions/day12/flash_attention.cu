@@ -30,8 +30,8 @@
 // permuted_smem.cuh advances): with 2 warps per scheduler, issue slots are what the mma wait for.
 //
 // Napkin math (batch 1 x 16384, 32 heads, head_dim 128, non-causal): 4 x 32 x 16384^2 x 128 = 4.4
-// TFLOP. mma.sync on the H100 and H200 tops out near 636 TFLOP/s and SDPA's FLASH backend reaches
-// ~350; per tile a block brings 16 KB of K and V from L2 for 2.1 MFLOP (128 flops per byte), and a
+// TFLOP. mma.sync on the H100 tops out near 627-650 TFLOP/s (reports/mma-rate.log) and SDPA's FLASH
+// backend reaches ~350; per tile a block brings 16 KB of K and V from L2 for 2.1 MFLOP (128 flops per byte), and a
 // warp reads 21 flops per byte from shared memory. 255 registers per lane, no spills, two blocks per
 // SM. Target (grader/exercises/day12.py): @TARGET@.
 #include "course/async.cuh"

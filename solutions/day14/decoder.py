@@ -325,7 +325,9 @@ class Decoder:
         are static buffers: static_tokens (copied into by decode) and plan_buf (by plan)."""
         # BEGIN SOLUTION
         # STUB: # TODO: plan(self.lens); warm step(self.static_tokens[:self.batch]) up once on a side
-        # STUB: # stream; record it with torch.cuda.graph(self.graph) into self.static_logits.
+        # STUB: # stream; torch._C._cuda_clearCublasWorkspaces() (rule 4 of the notebook); then
+        # STUB: # self.graph = torch.cuda.CUDAGraph() and record step into self.static_logits with
+        # STUB: # torch.cuda.graph(self.graph).
         # STUB: raise NotImplementedError("Decoder.capture")
         self.plan(self.lens)
         tokens = self.static_tokens[:self.batch]

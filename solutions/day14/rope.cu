@@ -10,9 +10,10 @@
 // k be slices of one fused qkv projection, rotated where they lie, with no copy.
 //
 // Memory-bound: every element of q and k is read once and written once; the angles are
-// computed once per token and pair and reused for every head (40 heads for Llama 3 8B), so
-// the sincosf work is ~1 instruction per element. Napkin math for bf16, 32768 tokens, 32 + 8
-// heads of 128: 2 * 2 B * 32768 * 40 * 128 = 671 MB; at ~4.2 TB/s that is ~160 us. A decode
+// computed once per token and pair and reused for every head a block rotates (8 of Llama 3 8B's
+// 40 by default: ROPE_MAX_HEADS_PER_BLOCK, below), so the sincosf work is a fraction of an
+// instruction per element. Napkin math for bf16, 32768 tokens, 32 + 8
+// heads of 128: 2 * 2 B * 32768 * 40 * 128 = 671 MB; at an H200's ~4.2 TB/s that is ~160 us. A decode
 // step rotates 1-64 tokens: 20 KB - 1.3 MB, a few us at most, so there the launcher spreads the
 // heads over more blocks instead.
 // Target (grader/exercises/day14.py): @TARGET@.
