@@ -56,9 +56,8 @@ def _cases():
                   for sq, skv, c in ((1, 1000, True), (1000, 1, False), (129, 1, True), (300, 77, True),
                                      (77, 300, True), (200, 333, False), (63, 4097, True))]
         # Small enough for racecheck (<= 1 MB), with 10 K/V tiles of 32 keys a block through the ring of 2
-        # stages: a stage is refilled while the warps may still be reading it (the label's 5 tiles are of
-        # 64 keys, the tile of an earlier reference).
-        cases.append(_case(params(dt, 1, 128, 320, 2, 1, 64), " (5 K/V tiles a block)"))
+        # stages: a stage is refilled while the warps may still be reading it.
+        cases.append(_case(params(dt, 1, 128, 320, 2, 1, 64), " (10 K/V tiles of 32 keys a block)"))
         # every head_dim and group size (1, 4, 8)
         cases += [_case(params(dt, 2, 257, 257 if qo != 32 else 700, qo, kv, hd, causal=qo != 32))
                   for hd in (64, 128) for qo, kv in ((8, 8), (32, 8), (64, 8))]

@@ -8,7 +8,7 @@
 // no vector width at all, since a width known only at run time cannot size a register array:
 // every element is loaded on its own (2-byte LDG, no LDG.E.128). Nothing is ever recompiled.
 //
-// Napkin math: the same 805 MB as Days 2 and 3 for 16384 x 8192 (~190 us at ~4.2 TB/s), but
+// Napkin math: the same 805 MB as Days 2 and 3 for 16384 x 8192 (~190 us at an H200's ~4.2 TB/s), but
 // with 2-byte loads a warp moves 64 bytes per load instruction instead of 512: 8x the load
 // instructions for the same bytes, and each element pays for the branch too. Expect it short of
 // the copy, where v2's 16-byte loads reach it.

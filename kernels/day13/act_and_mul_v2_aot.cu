@@ -11,7 +11,7 @@
 // calls it, 4 activations x 2 dtypes here, and a new activation means editing this file. The
 // exercise's template (act_and_mul_template.cu.j2) compiles one specialization when it is asked for.
 //
-// Napkin math: as Days 2 and 3, 805 MB for 16384 x 8192 in bf16, ~190 us at ~4.2 TB/s: each
+// Napkin math: as Days 2 and 3, 805 MB for 16384 x 8192 in bf16, ~190 us at an H200's ~4.2 TB/s: each
 // kernel should reach >= 0.95x the copy. Build time grows with the number of instantiations:
 // the notebook times this file against one rendered specialization.
 #include "course/vec.cuh"

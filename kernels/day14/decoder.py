@@ -1,4 +1,4 @@
-# Your exercise: fill in the TODOs (about 64 lines). Generated from solutions/day14/decoder.py by `grader release` (stub-hash 85d1deac0c85).
+# Your exercise: fill in the TODOs (about 64 lines). Generated from solutions/day14/decoder.py by `grader release` (stub-hash 73ae4ebf55e1).
 # Day 14 capstone: a Llama-architecture decoder that runs on your kernels.
 #
 # Your kernels of Days 2, 6, 8, 11, 12 and 14 become torch.library custom ops (namespace `course`),
@@ -17,7 +17,7 @@
 # into static buffers before the replay, as FlashInfer's wrappers plan() before run().
 #
 # Napkin math (Llama 3 8B's layers, 2 of them, vocabulary 32000, bf16): the weights are 2 x 436 MB
-# plus the 262 MB vocabulary projection: 1.13 GB read per decode step, ~0.27 ms at 4.2 TB/s, and
+# plus the 262 MB vocabulary projection: 1.13 GB read per decode step, ~0.27 ms at an H200's 4.2 TB/s, and
 # at batch 64 with 4096 tokens of context 2 x 1.07 GB of KV cache on top (~0.8 ms at 0.72x copy).
 import math
 
