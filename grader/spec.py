@@ -401,15 +401,21 @@ def torch_dtype(name: str):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
-def poison(t):
-    """Fill an output with NaN (or an unlikely integer) so unwritten elements fail: the most negative
-    signed value, the largest unsigned one (0 is the commonest right byte; 0xFF is an e4m3 NaN)."""
+def poison_value(dtype):
+    """What an output of `dtype` is filled with before a call, so that unwritten elements fail: NaN, or
+    an unlikely integer: the most negative signed value, the largest unsigned one (0 is the commonest
+    right byte; 0xFF is an e4m3 NaN)."""
     import torch
 
-    if t.is_floating_point():
-        return t.fill_(float("nan"))
-    info = torch.iinfo(t.dtype)
-    return t.fill_(info.min if t.dtype.is_signed else info.max)
+    if dtype.is_floating_point:
+        return float("nan")
+    info = torch.iinfo(dtype)
+    return info.min if dtype.is_signed else info.max
+
+
+def poison(t):
+    """Fill an output with poison_value, so unwritten elements fail."""
+    return t.fill_(poison_value(t.dtype))
 
 
 def offset_view(t, offset: int):
@@ -432,11 +438,13 @@ def empty_like_offset(shape, dtype, device, offset: int):
     return buf[offset:].view(shape)
 
 
-def misalignments(pointers: dict[str, int]) -> list[tuple[str, int, str]]:
-    """(pointer, offset in elements, what for the label) for misaligning each pointer of `pointers`
-    (name: element size in bytes) alone, by 1, 2, 4 and 8 bytes where its elements allow: each offset
-    passes one more wrong alignment check (% 2, % 4, % 8) than the one before, and none passes % 16."""
-    return [(name, nbytes // size, f"{name} misaligned by {nbytes} byte{'s' if nbytes > 1 else ''}")
+def misaligned_alone(label: str, params: dict, pointers: dict[str, int]) -> list[Case]:
+    """The cases of `params` with each pointer of `pointers` (name: element size in bytes) misaligned
+    alone, by 1, 2, 4 and 8 bytes where its elements allow (p["alone"] = (name, elements), read by
+    pointer_offset): each offset passes one more wrong alignment check (% 2, % 4, % 8) than the one
+    before, and none passes % 16. Labelled `label` and what is misaligned."""
+    return [Case(f"{label} {name} misaligned by {nbytes} byte{'s' if nbytes > 1 else ''}",
+                 {**params, "alone": (name, nbytes // size)})
             for name, size in pointers.items() for nbytes in (1, 2, 4, 8) if nbytes % size == 0]
 
 

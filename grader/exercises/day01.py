@@ -1,7 +1,7 @@
 """Day 1 exercise: scale-add with a grid-stride loop, correct for every size."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view, pointer_offset
+from ..spec import Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view, pointer_offset
 
 # Tails around a warp and a block (1, 2, 3, 127, 128, 129), sizes past the capped grid (which
 # need the grid-stride loop), misaligned base pointers, and one case of 3 x 268 MB, more than
@@ -36,8 +36,7 @@ def _case(n, offset=0, **extra):
 def _cases():
     cases = [Case(f"n={n}", _case(n)) for n in SIZES]
     cases += [Case(f"n={n} misaligned by 1", _case(n, 1)) for n in (129, 100_001)]
-    cases += [Case(f"n=100001 {what}", _case(100_001, alone=(name, elements)))
-              for name, elements, what in misalignments(ALONE_POINTERS)]
+    cases += misaligned_alone("n=100001", _case(100_001), ALONE_POINTERS)
     cases += [Case(f"n={n} ({label})", _case(n)) for label, n in REAL_SIZES]
     cases += [Case(f"n=100003 {label}", _case(100_003, **extra)) for label, extra in SPECIAL]
     cases.append(Case("n=67108865 (past L2)", _case((1 << 26) + 1), perf=True))

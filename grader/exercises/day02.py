@@ -1,7 +1,7 @@
 """Day 2 exercise: SiLU-and-mul (fp16 / bf16) with 16-byte vector loads."""
 from __future__ import annotations
 
-from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view,
+from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
                     pointer_offset, torch_dtype)
 from ._rounding import FP16_SUBNORMAL, round_up
 
@@ -33,11 +33,8 @@ ALONE = ("bf16", 5, 1024)
 ALONE_POINTERS = {"input": 2, "out": 2}
 
 
-def _gated(dt, tokens, d, offset=0, magnitude="normal", alone=None):
-    p = {"dtype": dt, "tokens": tokens, "d": d, "offset": offset, "magnitude": magnitude}
-    if alone:
-        p["alone"] = alone
-    return p
+def _gated(dt, tokens, d, offset=0, magnitude="normal"):
+    return {"dtype": dt, "tokens": tokens, "d": d, "offset": offset, "magnitude": magnitude}
 
 
 def gated_cases():
@@ -50,8 +47,7 @@ def gated_cases():
         cases.append(Case(f"{dt} tokens={t} d={d} (real model) misaligned by 1", _gated(dt, t, d, offset=1)))
         cases += [Case(f"{dt} tokens={t} d={d} {label}", _gated(dt, t, d, magnitude=m)) for label, t, d, m in MAGNITUDES]
     dt, t, d = ALONE
-    cases += [Case(f"{dt} tokens={t} d={d} {what}", _gated(dt, t, d, alone=(name, elements)))
-              for name, elements, what in misalignments(ALONE_POINTERS)]
+    cases += misaligned_alone(f"{dt} tokens={t} d={d}", _gated(dt, t, d), ALONE_POINTERS)
     cases += [Case(f"{dt} tokens=16384 d=8192 (past L2)", _gated(dt, 16384, 8192), perf=True) for dt in DTYPES]
     return cases
 

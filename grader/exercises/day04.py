@@ -1,7 +1,8 @@
 """Day 4 exercise: a conflict-free matrix transpose (fp32 and fp16), any shape."""
 from __future__ import annotations
 
-from ..spec import Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view, pointer_offset, torch_dtype
+from ..spec import (Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view, pointer_offset,
+                    torch_dtype)
 
 # (rows, cols): single elements, single rows and columns, tails 1/2/3/127/128/129 around the
 # 64-unit tile, odd sizes (fp16 then moves single halves instead of pairs), 33 x 4097 (one tile
@@ -38,11 +39,8 @@ ALONE = ("fp16", 128, 130)
 ALONE_POINTERS = {"input": 2, "out": 2}
 
 
-def _params(dt, rows, cols, offset=0, special=False, alone=None):
-    p = {"dtype": dt, "rows": rows, "cols": cols, "offset": offset, "special": special}
-    if alone:
-        p["alone"] = alone
-    return p
+def _params(dt, rows, cols, offset=0, special=False):
+    return {"dtype": dt, "rows": rows, "cols": cols, "offset": offset, "special": special}
 
 
 def _cases():
@@ -57,8 +55,7 @@ def _cases():
                           _params(dt, 127, 129, special=True)))
     cases.append(Case("fp16 2047 x 2049 (2-byte words)", _params("fp16", 2047, 2049)))
     dt, r, c = ALONE
-    cases += [Case(f"{dt} {r} x {c} {what}", _params(dt, r, c, alone=(name, elements)))
-              for name, elements, what in misalignments(ALONE_POINTERS)]
+    cases += misaligned_alone(f"{dt} {r} x {c}", _params(dt, r, c), ALONE_POINTERS)
     for dt in DTYPES:
         r, c = PERF_SHAPES[dt]
         cases.append(Case(f"{dt} {r} x {c} (past L2)", _params(dt, r, c), perf=True))

@@ -1,7 +1,7 @@
 """Day 6 exercises: RMSNorm and fused residual-add + RMSNorm (fp16 / bf16), the row read once."""
 from __future__ import annotations
 
-from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misalignments, offset_view,
+from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
                     pointer_offset, torch_dtype)
 from ._rounding import FLUSH32, FP16_SUBNORMAL, PerOutput, round_up
 
@@ -41,12 +41,9 @@ FUSED_POINTERS = {"input": 2, "residual": 2, "weight": 2}
 DTYPES = ("fp16", "bf16")
 
 
-def _params(dt, rows, hidden, offset=0, weight_offset=0, magnitude="normal", eps=EPS, alone=None):
-    p = {"dtype": dt, "rows": rows, "hidden": hidden, "eps": eps, "offset": offset,
-         "weight_offset": weight_offset, "magnitude": magnitude}
-    if alone:
-        p["alone"] = alone
-    return p
+def _params(dt, rows, hidden, offset=0, weight_offset=0, magnitude="normal", eps=EPS):
+    return {"dtype": dt, "rows": rows, "hidden": hidden, "eps": eps, "offset": offset,
+            "weight_offset": weight_offset, "magnitude": magnitude}
 
 
 def _cases(perf_shapes, alone_pointers):
@@ -61,8 +58,7 @@ def _cases(perf_shapes, alone_pointers):
         cases.append(Case(f"{dt} rows=7 hidden=4096 entries ~1e-3, eps {OTHER_EPS:g}",
                           _params(dt, 7, 4096, magnitude="1e-3", eps=OTHER_EPS)))
     dt, r, h = ALONE
-    cases += [Case(f"{dt} rows={r} hidden={h} {what}", _params(dt, r, h, alone=(name, elements)))
-              for name, elements, what in misalignments(alone_pointers)]
+    cases += misaligned_alone(f"{dt} rows={r} hidden={h}", _params(dt, r, h), alone_pointers)
     cases += [Case(f"{dt} rows={r} hidden={h} (past L2)", _params(dt, r, h), perf=True)
               for dt in DTYPES for r, h in perf_shapes]
     return cases

@@ -3,7 +3,7 @@ cp.async pipeline (fp16 / bf16, fp32 accumulation)."""
 from __future__ import annotations
 
 from ..spec import (Case, Exercise, dot_tolerance, empty_like_offset, matmul_baseline, memory_bound,
-                    misalignments, offset_view, pointer_offset, torch_dtype)
+                    misaligned_alone, offset_view, pointer_offset, torch_dtype)
 
 DTYPES = ("fp16", "bf16")
 # (M, N, K): tails of N (1, 2, 3, 127, 128, 129, odd N), K not a multiple of the 8-element chunk
@@ -28,13 +28,9 @@ REAL = [(1, 4096, 4096), (16, 6144, 4096), (4, 14336, 4096), (8, 4096, 14336), (
 PERF = [(m, n, k) for n, k in ((4096, 14336), (14336, 4096)) for m in (1, 4, 8, 16)]
 
 
-def _params(dt, m, n, k, offset=0, alone=None):
-    """offset: elements by which x, weight and y all start off 16 bytes; alone: (pointer, elements), that
-    pointer misaligned by itself (spec.pointer_offset)."""
-    p = {"dtype": dt, "M": m, "N": n, "K": k, "offset": offset}
-    if alone:
-        p["alone"] = alone
-    return p
+def _params(dt, m, n, k, offset=0):
+    """offset: elements by which x, weight and y all start off 16 bytes."""
+    return {"dtype": dt, "M": m, "N": n, "K": k, "offset": offset}
 
 
 def _cases():
@@ -45,9 +41,7 @@ def _cases():
                   for m, n, k in MISALIGNED]
         cases += [Case(f"{dt} M={m} N={n} K={k} (real model)", _params(dt, m, n, k)) for m, n, k in REAL]
     m, n, k = ALONE
-    cases += [Case(f"bf16 M={m} N={n} K={k} {what}",
-                   _params("bf16", m, n, k, alone=(name, elements)))
-              for name, elements, what in misalignments(ALONE_POINTERS)]
+    cases += misaligned_alone(f"bf16 M={m} N={n} K={k}", _params("bf16", m, n, k), ALONE_POINTERS)
     cases += [Case(f"bf16 M={m} N={n} K={k} (timed)", _params("bf16", m, n, k), perf=True) for m, n, k in PERF]
     cases += [Case(f"fp16 M={m} N=4096 K=14336 (timed)", _params("fp16", m, 4096, 14336), perf=True)
               for m in (1, 16)]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset, matmul_baseline,
-                    misalignments, offset_view, pointer_offset, torch_dtype)
+from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, compute_bound, dot_tolerance, empty_like_offset,
+                    matmul_baseline, misaligned_alone, offset_view, pointer_offset, torch_dtype)
 
 DTYPES = ("fp16", "bf16")
 
@@ -105,13 +105,9 @@ def raster_label(m, n, bm, bn, group):
     return f"{rows} x {cols} blocks of {bm} x {bn} in groups of {group} block rows: the last has {rows % group}"
 
 
-def _gemm_params(dt, m, n, k, offset=0, offset_c=0, alone=None):
-    """offset: elements by which a and b start off 16 bytes, offset_c: c's; alone: (pointer, elements),
-    that pointer misaligned by itself (spec.pointer_offset)."""
-    p = {"dtype": dt, "m": m, "n": n, "k": k, "offset": offset, "offset_c": offset_c}
-    if alone:
-        p["alone"] = alone
-    return p
+def _gemm_params(dt, m, n, k, offset=0, offset_c=0):
+    """offset: elements by which a and b start off 16 bytes, offset_c: c's."""
+    return {"dtype": dt, "m": m, "n": n, "k": k, "offset": offset, "offset_c": offset_c}
 
 
 def gemm_cases(shapes, misaligned, perf_sizes, raster=(), tile=(BM, BN, GROUP_M)):
@@ -125,9 +121,7 @@ def gemm_cases(shapes, misaligned, perf_sizes, raster=(), tile=(BM, BN, GROUP_M)
         cases += [Case(f"{dt} {m}x{n}x{k} misaligned by 1 ({'a, b' if o else ''}{' and ' if o and oc else ''}"
                        f"{'c' if oc else ''})", _gemm_params(dt, m, n, k, o, oc)) for m, n, k, o, oc in misaligned]
     m, n, k = ALONE
-    cases += [Case(f"bf16 {m}x{n}x{k} {what}",
-                   _gemm_params("bf16", m, n, k, alone=(name, elements)))
-              for name, elements, what in misalignments(ALONE_POINTERS)]
+    cases += misaligned_alone(f"bf16 {m}x{n}x{k}", _gemm_params("bf16", m, n, k), ALONE_POINTERS)
     cases += [Case(f"{dt} {m}x{n}x{k} ({raster_label(m, n, *tile)})", _gemm_params(dt, m, n, k))
               for dt, m, n, k in raster]
     m, n, k = INTEGERS

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ..spec import (Baseline, Case, Exercise, Tolerance, compute_bound, empty_like_offset,
-                    matmul_baseline, memory_bound, misalignments, offset_view, pointer_offset, torch_dtype)
+                    matmul_baseline, memory_bound, misaligned_alone, offset_view, pointer_offset, torch_dtype)
 from .day09 import (DTYPES, LLAMA3_8B, _gemm_params, gemm_cases, gemm_inputs, gemm_matmul, gemm_outputs,
                     gemm_reference, gemm_tolerance, raster_label)
 
@@ -116,13 +116,9 @@ FP8_ALONE_POINTERS = {"x": 2, "q": 1, "scales": 4}
 FP8_PERF = [("bf16", 32768, 4096), ("fp16", 8192, 14336)]
 
 
-def _fp8_params(dt, m, k, offset=0, rows="randn", alone=None):
-    """offset: elements by which x and q both start off 16 bytes; alone: (pointer, elements), that
-    pointer misaligned by itself (spec.pointer_offset)."""
-    p = {"dtype": dt, "m": m, "k": k, "offset": offset, "rows": rows}
-    if alone:
-        p["alone"] = alone
-    return p
+def _fp8_params(dt, m, k, offset=0, rows="randn"):
+    """offset: elements by which x and q both start off 16 bytes."""
+    return {"dtype": dt, "m": m, "k": k, "offset": offset, "rows": rows}
 
 
 def _fp8_cases():
@@ -134,8 +130,7 @@ def _fp8_cases():
         cases += [Case(f"{dt} M={m} K={k} misaligned by 1 (x, q)", _fp8_params(dt, m, k, offset=1))
                   for m, k in FP8_MISALIGNED]
     m, k = FP8_ALONE
-    cases += [Case(f"bf16 M={m} K={k} {what}", _fp8_params("bf16", m, k, alone=(name, e)))
-              for name, e, what in misalignments(FP8_ALONE_POINTERS)]
+    cases += misaligned_alone(f"bf16 M={m} K={k}", _fp8_params("bf16", m, k), FP8_ALONE_POINTERS)
     cases += [Case(f"{dt} M={m} K={k}", _fp8_params(dt, m, k), perf=True) for dt, m, k in FP8_PERF]
     return cases
 

@@ -240,8 +240,8 @@ EXERCISES = [
         title="Batched decode attention over a paged KV cache",
         summary="o, lse = attention of one query token per request over its K/V in a paged cache (FlashInfer's "
                 "kv_indptr / kv_indices / kv_last_page_len), GQA (query head qh reads KV head qh / group), "
-                "fp16/bf16 in, fp32 math, lse in natural log; head_dim 64/128/256, groups up to 16, any page size, ragged "
-                "lengths 1..32768 in one batch. Split-KV into the given workspace (>= 1024 x qo_heads x "
+                "fp16/bf16 in, fp32 math, lse in natural log; head_dim 64/128/256, groups up to 16, any page "
+                "size, ragged lengths 1..32768 in one batch. Split-KV into the given workspace (>= 1024 x qo_heads x "
                 "(head_dim + 1) floats) when the batch cannot fill the GPU; no allocation.",
         entry_points=[
             "cudaError_t batch_decode_fp16(__half* o, float* lse, const __half* q, const __half* kv_cache, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ..spec import (UNIT_ROUNDOFF, Baseline, Case, Exercise, TimedApart, Tolerance, empty_like_offset, latency,
-                    memory_bound, misalignments, pointer_offset, torch_dtype)
+                    memory_bound, misaligned_alone, pointer_offset, torch_dtype)
 from ._rounding import ULP32, PerOutput, round_up
 
 LLAMA3_THETA = 500000.0  # rope_theta of Llama 3 (Llama 2: 10000)
@@ -25,15 +25,11 @@ ROPE_ALONE_POINTERS = {"q": 2, "k": 2}
 
 
 def rope_params(dt, tokens, qo_heads=32, kv_heads=8, head_dim=128, max_pos=8192, theta=LLAMA3_THETA,
-                 fused=False, offset=0, scale=1.0, alone=None):
+                 fused=False, offset=0, scale=1.0):
     """A RoPE case's params: dtype, tokens, heads, head_dim, positions below max_pos, theta, fused qkv,
-    misalignment offset (elements), the entries' scale; alone: (pointer, elements), that pointer
-    misaligned by itself (spec.pointer_offset)."""
-    p = {"dtype": dt, "tokens": tokens, "qo_heads": qo_heads, "kv_heads": kv_heads, "head_dim": head_dim,
-         "max_pos": max_pos, "theta": theta, "fused": fused, "offset": offset, "scale": scale}
-    if alone:
-        p["alone"] = alone
-    return p
+    misalignment offset (elements) and the entries' scale."""
+    return {"dtype": dt, "tokens": tokens, "qo_heads": qo_heads, "kv_heads": kv_heads, "head_dim": head_dim,
+            "max_pos": max_pos, "theta": theta, "fused": fused, "offset": offset, "scale": scale}
 
 
 def _rope_cases():
@@ -65,8 +61,7 @@ def _rope_cases():
                   Case(f"{dt} Llama 3 70B heads 64/8", rope_params(dt, 129, 64, 8)),
                   Case(f"{dt} large entries (x 1000)", rope_params(dt, 129, scale=1000.0)),
                   Case(f"{dt} small entries (x 1e-3)", rope_params(dt, 129, scale=1e-3))]
-    cases += [Case(f"bf16 tokens=77 {what}", rope_params("bf16", 77, alone=(name, elements)))
-              for name, elements, what in misalignments(ROPE_ALONE_POINTERS)]
+    cases += misaligned_alone("bf16 tokens=77", rope_params("bf16", 77), ROPE_ALONE_POINTERS)
     # A 32768-token prefill chunk at Llama 3 8B's heads: 335 MB of q and k, read and written.
     cases += [Case(f"{dt} tokens=32768 Llama 3 8B heads (past L2)", rope_params(dt, 32768, max_pos=32768),
                    perf=True) for dt in DTYPES]
