@@ -201,8 +201,6 @@ def _sdpa(p, inputs, outputs):
 EXERCISES = [
     Exercise(
         id="day12.flash_attention",
-        arch_gaps={"12.0": "head_dim 128 holds 255 registers on every architecture, and sm_120's compiler "
-                           "spills 16 bytes of them"},
         title="FlashAttention-2 forward: prefill attention with causal masking, GQA and the lse",
         summary="o, lse = softmax(sm_scale q k^T) v for q [batch, seq_q, qo_heads, d] on k, v [batch, seq_kv, "
                 "kv_heads, d] (query head qh reads KV head qh / group), fp16/bf16 in, fp32 math, d 64 or 128, "

@@ -1,4 +1,4 @@
-// Your exercise: fill in the TODOs (about 80 lines). Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash dbb82d4574f1).
+// Your exercise: fill in the TODOs (about 80 lines). Generated from solutions/day12/flash_attention.cu by `grader release` (stub-hash 940b632468c1).
 // Day 12 exercise: FlashAttention-2 forward (prefill attention) on the tensor cores, with causal
 // masking, GQA and the log-sum-exp (models: FlashInfer include/flashinfer/attention/prefill.cuh,
 // mma.cuh, permuted_smem.cuh, cp_async.cuh; the FlashAttention-2 paper, Algorithm 1).
@@ -175,6 +175,8 @@ struct FragAddrs {
   __device__ __forceinline__ FragAddrs(const T* q_s, int q_w, const T* ks, const T* vs) {
     const int lane = threadIdx.x % 32;
     q_addr = course::smem_u32(q_s + swz<HEAD_DIM>(q_w + lane % 16, (lane / 16) * 8));
+    // opaque, else sm_120's compiler hoists 8 addresses out of the tile loop and spills at head_dim 128
+    asm volatile("" : "+r"(q_addr));
     k_addr = course::smem_u32(ks + swz<HEAD_DIM>(lane % 8 + (lane / 16) * 8, (lane / 8 % 2) * 8));
     v_addr = course::smem_u32(vs + swz<HEAD_DIM>(lane % 16, (lane / 16) * 8));
   }
@@ -193,6 +195,9 @@ struct FragAddrs {
 // group_row (lim + 8 for row group_row + 8), lim clamped to [0, seq_kv].
 __device__ __forceinline__ void mask_scores(float (&s)[BLOCK_KV / 8][4], int k0, int lim, int seq_kv, bool causal) {
   const int pair = threadIdx.x % 4;
+#if __CUDA_ARCH__ >= 1200  // opaque, else sm_120's compiler hoists 4 clamped limits out of the loop and spills
+  asm volatile("" : "+r"(lim));
+#endif
 #pragma unroll
   for (int j = 0; j < BLOCK_KV / 8; ++j)
 #pragma unroll
