@@ -4,8 +4,9 @@ content-hash cache.
 
 The learner's file is the template (kernels/day13/act_and_mul_template.cu.j2). The grader renders
 it for five activations, four of them named in the exercise text and one that is not, in fp16 and
-bf16 with 16-byte vectors, into one .cu source, and grades that like Days 2 and 3: correct within
-one rounding, at its target against the copy, LDG.E.128 in every kernel. Before that, on any machine, it checks
+bf16 with 16-byte vectors, and SiLU in fp16 at vec_size 4, into one .cu source, and grades that like
+Days 2 and 3: correct within one rounding, at its target against the copy, LDG.E.128 in the 16-byte
+kernels. Before that, on any machine, it checks
 what a JIT cache needs of a template: each parameter changes the rendered source (the cache key is
 a hash of it), vec_size reaches the SASS (LDG.E.64 at 4), a repeat request renders the same source
 and finds the same module, flags and edits give new ones (grader/check/pipeline.py).
@@ -145,7 +146,10 @@ UNSEEN = Activation("unseen", "x / (1.0f + __expf(-1.702f * x))", _quick_gelu,
                     "an activation the exercise text does not name")
 ACTIVATIONS = {a.name: a for a in (SILU, GELU_TANH, GELU, RELU2, UNSEEN)}
 VEC_16B = 8  # fp16 / bf16 elements in 16 bytes
-GRADED = [Specialization(a.name, a.expr, dt, VEC_16B) for a in ACTIVATIONS.values() for dt in DTYPES]
+# SiLU in fp16 once more at vec_size 4, run on its own cases: a kernel whose offsets or element loop
+# assume 8 elements per vector, not VEC, is right at 8 and leaves half of every row unwritten at 4.
+NARROW = Specialization(f"{SILU.name}_vec4", SILU.expr, "fp16", 4)
+GRADED = [Specialization(a.name, a.expr, dt, VEC_16B) for a in ACTIVATIONS.values() for dt in DTYPES] + [NARROW]
 
 
 def render(template_text: str) -> str:
@@ -229,6 +233,10 @@ def _cases():
             if "alone" in c.params and act != ALONE_ACT:
                 continue
             cases.append(replace(c, label=f"{act} {c.label}", params={**c.params, "act": act}))
+    for c in gated_cases():
+        if c.params["dtype"] == NARROW.dtype and not c.perf and "alone" not in c.params:
+            cases.append(replace(c, label=f"{NARROW.name} (vec_size {NARROW.vec_size}) {c.label}",
+                                 params={**c.params, "act": SILU.name, "rendering": NARROW.name}))
     return cases
 
 
@@ -248,7 +256,8 @@ def _inputs(p, gen, device="cuda"):
 
 
 def _call(mod, p, inputs, outputs):
-    getattr(mod, f"{p['act']}_and_mul_{p['dtype']}")(outputs["out"], inputs["input"], p["tokens"], p["d"])
+    getattr(mod, f"{p.get('rendering', p['act'])}_and_mul_{p['dtype']}")(outputs["out"], inputs["input"], p["tokens"],
+                                                                        p["d"])
 
 
 def _reference(p, inputs):
@@ -296,7 +305,8 @@ EXERCISES = [
                 "of a float x), dtype (fp16 or bf16) and vec_size, it is the .cu source of out[t, i] = "
                 "act(x[t, i]) * x[t, d + i] for that specialization, computed in fp32 and rounded once, "
                 "vec_size elements per vector load, any d, aligned or not. Graded for SiLU, GELU (tanh and erf), "
-                "squared ReLU and an activation the text does not name, in fp16 and bf16 with 16-byte vectors; "
+                "squared ReLU and an activation the text does not name, in fp16 and bf16 with 16-byte vectors, and "
+                "SiLU in fp16 at vec_size 4; "
                 "each parameter must change the rendered source (the build cache's key).",
         entry_points=[f"cudaError_t {s.entry_point}({'__half' if s.dtype == 'fp16' else '__nv_bfloat16'}* out, "
                       f"const {'__half' if s.dtype == 'fp16' else '__nv_bfloat16'}* input, int64_t num_tokens, "
