@@ -188,6 +188,7 @@ def test_module_checks_hand_the_kernels_over_before_opcheck(solution, tmp_path, 
 
     seen = []
     monkeypatch.setattr(day14, "_opcheck_rows", lambda ops: seen.append(dict(solution.KERNELS)) or [])
+    monkeypatch.setattr(day14, "_sampling_row", lambda ops: ("correctness", "sampling", "pass", ""))
     kernels = {dep: object() for dep in day14.DEPENDS_ON}
     rows = day14.decoder_module_checks(SimpleNamespace(module=solution, kernels=kernels), True, "course")
     assert seen == [kernels] and not [r for r in rows if r[2] == "fail"]
@@ -408,3 +409,34 @@ def test_a_submitted_module_builds_on_the_kernels_beside_it(tmp_path):
     result = check("day14.decoder", source=student / "day14" / "decoder.py", perf=False, seeds=1, quiet=True)
     failed = [i for i in result.failures if i.name.startswith("uses day02.silu_and_mul")]
     assert failed and "alice/day02/silu_and_mul.cu" in failed[0].name, str(result)
+
+
+def _nucleus_sampler(ignore=None):
+    """A sampling op on the CPU: inverse-CDF draws from each row's nucleus (Day 8's), the uniform from
+    (seed, offset, row); `ignore` one of its arguments as a wrong wrapper would."""
+    import torch
+
+    from grader.exercises.day08 import nucleus
+
+    def op(probs, top_p, seed, offset):
+        if ignore == "top_p":
+            top_p = torch.ones_like(top_p)
+        if ignore == "offset":
+            offset = 0
+        out = []
+        for r, (row, t) in enumerate(zip(probs, top_p.tolist())):
+            gen = torch.Generator().manual_seed(seed * 1_000_003 + offset * 101 + r)
+            u = torch.rand((), generator=gen, dtype=torch.float64)
+            cdf = torch.cumsum(nucleus(row, t), 0)
+            out.append(min(int(torch.searchsorted(cdf, u)), len(row) - 1))
+        return torch.tensor(out, dtype=torch.int64)
+    return op
+
+
+@pytest.mark.parametrize("ignore, says", [(None, None), ("top_p", "outside its nucleus"), ("offset", "drew the same token")])
+def test_the_sampling_op_is_checked_by_its_draws(ignore, says):
+    """The decoder's logits never pass through course::top_p_sampling: its own row judges its draws."""
+    from types import SimpleNamespace
+
+    group, _, status, detail = day14._sampling_row(SimpleNamespace(top_p_sampling=_nucleus_sampler(ignore)), "cpu")
+    assert group == "correctness" and (status == "pass" if says is None else status == "fail" and says in detail), detail

@@ -557,6 +557,54 @@ def _opcheck_rows(ops_namespace):
     return rows
 
 
+# The sampling op's own check (the logits of the cases never pass through it): rows of Day 8's "llm"
+# family with top_p at the midpoint of a step of their mass near each target, as Day 8 chooses it.
+SAMPLING_TARGETS = (0.9, 0.5, 1.0)
+SAMPLING_CALLS = 32  # at offsets 0..31 (seed 1234), and at seeds 0..31 (offset 0)
+
+
+def _sampling_row(ops_namespace, device="cuda"):
+    """course::top_p_sampling called SAMPLING_CALLS times over offsets and as many over seeds: every draw
+    inside its row's nucleus (a right sampler never leaves it; one that ignores top_p leaves the row of
+    target 0.5 about every other draw), and the row of top_p 1 not drawing one token on every call (a
+    sampler that ignores the offset or the seed repeats its draws)."""
+    import torch
+
+    from .day08 import choose_top_p, family_row, nucleus
+
+    label = "course::top_p_sampling draws from the nucleus, anew for each seed and offset"
+    gen = torch.Generator().manual_seed(8)
+    rows = torch.stack([family_row("llm", 1000, gen, device="cpu") for _ in SAMPLING_TARGETS]).float()
+    top_p = [choose_top_p(r, t) for r, t in zip(rows, SAMPLING_TARGETS)]
+    inside = torch.stack([nucleus(r, t) > 0 for r, t in zip(rows, top_p)])
+    probs, top = rows.to(device), torch.tensor(top_p, dtype=torch.float32, device=device)
+    op = getattr(ops_namespace, "top_p_sampling")
+    calls = [(1234, o) for o in range(SAMPLING_CALLS)] + [(s, 0) for s in range(SAMPLING_CALLS)]
+    try:
+        draws = [op(probs, top, seed, offset) for seed, offset in calls]
+    except Exception as e:  # noqa: BLE001 - the learner's code: any error is a row
+        return ("correctness", label, "fail", f"{type(e).__name__}: {' '.join(str(e).strip().splitlines()[:2])[:400]}")
+    for (seed, offset), d in zip(calls, draws):
+        if not isinstance(d, torch.Tensor) or tuple(d.shape) != (len(rows),):
+            return ("correctness", label, "fail", f"seed {seed}, offset {offset}: returned "
+                    f"{tuple(d.shape) if isinstance(d, torch.Tensor) else type(d).__name__}, expected ({len(rows)},)")
+        for r, token in enumerate(d.cpu().tolist()):
+            if not (0 <= token < rows.shape[1] and bool(inside[r, token])):
+                return ("correctness", label, "fail",
+                        f"seed {seed}, offset {offset}: row {r} (top_p {top_p[r]:.4f}, a nucleus of "
+                        f"{int(inside[r].sum())} of {rows.shape[1]} tokens) drew token {token}"
+                        + (f" of probability {float(rows[r, token]):.2e}, outside its nucleus" if 0 <= token < rows.shape[1]
+                           else ", not a token of the row") + ": does the op hand top_p to the kernel as it is given?")
+    full = len(SAMPLING_TARGETS) - 1
+    for what, part in (("offsets", draws[:SAMPLING_CALLS]), ("seeds", draws[SAMPLING_CALLS:])):
+        if len({int(d[full]) for d in part}) == 1:
+            return ("correctness", label, "fail", f"{SAMPLING_CALLS} calls at different {what} drew the same token "
+                    f"from the row of top_p 1 ({int(inside[full].sum())} tokens): does the op hand the seed and "
+                    "the offset to the kernel?")
+    return ("correctness", label, "pass", f"{len(calls)} calls, every draw inside its row's nucleus; new draws "
+            "for each offset and each seed")
+
+
 def decoder_module_checks(sub, gpu: bool, ns: str = "course"):
     """What the grader checks of the module before any case runs (in the isolated worker; on the CPU
     too): the ops' schemas, their fake implementations, a fullgraph trace of the decode step; on a
@@ -574,7 +622,7 @@ def decoder_module_checks(sub, gpu: bool, ns: str = "course"):
             return rows + [("source", "use_kernels(kernels)", "fail",
                             f"{type(e).__name__}: {e} (it is given {{exercise id: built extension}}: "
                             f"{', '.join(sorted(sub.kernels))})")]
-        rows += _opcheck_rows(ops)
+        rows += _opcheck_rows(ops) + [_sampling_row(ops)]
     else:
         rows.append(("work", "opcheck (torch.library) of every op", "skip",
                      "skipped: no CUDA GPU here (compile-only mode): opcheck runs your kernels"))
@@ -822,10 +870,10 @@ DECODER = Exercise(
             "with fake implementations and the schemas of OPS (what each op mutates declared); a Decoder (Llama 3 8B's "
             "layers, 2 of them, vocabulary 32000) whose prefill runs your flash attention and whose decode step, "
             "planned on the host into static buffers, is captured once as a CUDA graph and replayed; GEMMs by cuBLAS. "
-            "Checked: schemas, fakes, torch.compile(fullgraph=True) of the step, opcheck; logits at every step of "
-            "teacher-forced generation against an fp32 eager model; a decode step at batch 1 and 64 (context 4096) at "
-            f"least {DECODER_SPEEDUP:g}x faster than the eager model's step replayed as a CUDA graph and at least as "
-            "fast as torch.compile(mode=\"reduce-overhead\").",
+            "Checked: schemas, fakes, torch.compile(fullgraph=True) of the step, opcheck, the sampling op's draws; "
+            "logits at every step of teacher-forced generation against an fp32 eager model; a decode step at batch 1 "
+            f"and 64 (context 4096) at least {DECODER_SPEEDUP:g}x faster than the eager model's step replayed as a CUDA "
+            "graph and at least as fast as torch.compile(mode=\"reduce-overhead\").",
     entry_points=["use_kernels", "Decoder"],
     cases=_decoder_cases(),
     make_inputs=_decoder_inputs,
