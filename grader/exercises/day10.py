@@ -61,10 +61,12 @@ WGMMA_SASS = {
 # 16-byte aligned: no tensor map can store them); 1000 x 1000 x 1000 (16 K tiles a tile: the ring's
 # phase wraps within a tile); more tiles than SMs, so that a block of the persistent grid takes several
 # and the ring's phase runs on across them, with K tiles not a multiple of the 3 stages (2048 x 4096 x
-# 256: 256 tiles of 4 K tiles; Llama 3 8B's 4096 x 14336 x 4096 below also does, at 64 K tiles).
+# 256: 256 tiles of 4 K tiles; Llama 3 8B's 4096 x 14336 x 4096 below also does, at 64 K tiles); and
+# 1024 tiles of one K tile each (4096 x 8192 x 64): a stage is released at the end of every tile, so
+# one released before the tile's last wgmma has finished is refilled under it about 8 times a block.
 WGMMA_SHAPES = [(1, 1, 8), (2, 8, 16), (3, 3, 8), (1, 257, 16), (127, 255, 72), (128, 256, 64), (129, 257, 136),
                 (256, 512, 40), (200, 300, 96), (65, 96, 4104), (300, 7, 64), (33, 200, 192), (130, 513, 16384),
-                (1000, 1000, 1000), (2048, 4096, 256)]
+                (1000, 1000, 1000), (2048, 4096, 256), (4096, 8192, 64)]
 # C misaligned by one element (a slice of a larger C can start anywhere); a and b must be 16-byte aligned.
 WGMMA_MISALIGNED_C = [(3, 1024, 256), (129, 4096, 512), (300, 512, 4096)]
 # Block order: 11 and 9 block rows of 128 (last groups of 3 and 1 in groups of 8), an odd count (a
