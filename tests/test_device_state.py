@@ -3,6 +3,7 @@ that nothing (a cache of results under an input fingerprint, a call counter) car
 to the next; `__managed__` variables, which the host code could refill, are refused."""
 from pathlib import Path
 
+import pytest
 import torch
 
 import grader
@@ -68,6 +69,23 @@ def test_every_kind_of_variable_is_read_from_the_cubin(tmp_path):
     # ... and they travel to the grading process as they are
     cfg = WorkerConfig(exercise="day01.scale_add", variables=list(found.values()))
     assert WorkerConfig.from_json(cfg.to_json()).variables == list(found.values())
+
+
+def test_the_driver_places_each_variable_and_the_unnamed_ones_follow_their_section():
+    """Named variables go where the driver says, wherever that is; a kernel's static local (no name the
+    driver knows) only where its section's named variables agree on one base."""
+    from grader.check.device_state import DeviceStateError, placed
+
+    a, b = DeviceVariable("a", ".nv.global", 0, 4), DeviceVariable("b", ".nv.global", 8, 4)
+    local = DeviceVariable("_ZZ4kernE1s", ".nv.global", 16, 4)
+    c = DeviceVariable("c", ".nv.constant3", 0, 64)
+    together = placed([a, b, local, c], {a: 1000, b: 1008, c: 5000})
+    assert together == {a: 1000, b: 1008, local: 1016, c: 5000}
+    scattered = {a: 1000, b: 7000, c: 5000}
+    assert placed([a, b, c], scattered) == scattered  # all named: where the driver put them
+    for variables, named in (([a, b, local, c], scattered), ([local, c], {c: 5000})):  # no one base, or none
+        with pytest.raises(DeviceStateError, match="_ZZ4kernE1s"):
+            placed(variables, named)
 
 
 class _State:

@@ -10,9 +10,10 @@ and copied back before each timed call, so that to the kernel every timed call i
 
 Finding them: the runtime gives the kernel handle of a host stub (cudaGetFuncBySymbol; stubs are
 among the extension's functions, read from its symbol table), the driver gives that kernel's module
-(cuFuncGetModule) and each variable's address by its name in the cubin (cuModuleGetGlobal). A
-variable the driver cannot name (a kernel's `static __device__` local) is found from another of its
-section: a section is loaded as one block, so an offset in the cubin is an offset from its base.
+(cuFuncGetModule) and each variable's address by its name in the cubin (cuModuleGetGlobal). The driver
+places each variable where it likes (the code reaches them through relocations it resolves at load time),
+so a variable it cannot name (a kernel's `static __device__` local) is found from its offset in the cubin
+only where every named variable of its section sits at the same distance from its own offset.
 """
 from __future__ import annotations
 
@@ -97,21 +98,26 @@ def _addresses(library: str, variables: list[DeviceVariable]) -> dict[DeviceVari
     get = drv.cuModuleGetGlobal_v2
     get.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p,
                     ctypes.c_char_p]
-    found: dict[DeviceVariable, int] = {}
-    bases: dict[str, set[int]] = defaultdict(set)
+    named: dict[DeviceVariable, int] = {}
     for v in variables:
         address, size = ctypes.c_uint64(), ctypes.c_size_t()
         if get(ctypes.byref(address), ctypes.byref(size), module, v.name.encode()) == 0 and address.value:
-            found[v] = address.value
-            bases[v.section].add(address.value - v.offset)
-    for section, seen in bases.items():
-        if len(seen) > 1:
-            raise DeviceStateError(f"the variables of {section} are not where the cubin places them")
+            named[v] = address.value
+    return placed(variables, named)
+
+
+def placed(variables: list[DeviceVariable], named: dict[DeviceVariable, int]) -> dict[DeviceVariable, int]:
+    """Every variable's address: those the driver named (`named`) where it said; each other one at its
+    cubin offset from its section's base, where the named variables of that section agree on one."""
+    found = dict(named)
+    bases: dict[str, set[int]] = defaultdict(set)
+    for v, address in named.items():
+        bases[v.section].add(address - v.offset)
     for v in variables:
         if v not in found:
-            if v.section not in bases:
-                raise DeviceStateError(f"the driver does not know the variable {v.name} ({v.section}) nor any "
-                                       "other of its section")
+            if len(bases[v.section]) != 1:
+                raise DeviceStateError(f"the driver does not know the variable {v.name} ({v.section}) by its name, "
+                                       "and the section's other variables give no one place for it")
             found[v] = next(iter(bases[v.section])) + v.offset
     return found
 
