@@ -73,11 +73,12 @@ ALLOWED = [
     ("printing to stdout or stderr", r"printf|__printf_chk|vprintf|__vprintf_chk|puts|putchar|fprintf|__fprintf_chk"
                                      r"|vfprintf|__vfprintf_chk|fputs|fputc|putc|fwrite|fflush|stdout|stderr"),
     # the same through C++ streams: std::cout, std::cerr, std::clog and std::ostream's members
-    # (an ostream on a file needs std::filebuf, refused below)
+    # (an ostream on a file needs std::filebuf, refused below); from g++ 13, <iostream> references
+    # std::ios_base_library_init (an empty function of libstdc++: the streams are set up there, not here)
     ("printing to stdout or stderr (C++ streams)",
      r"_ZSt4(cout|cerr|clog)|_ZNSo\w+|_ZSt16__ostream_insertIcSt11char_traitsIcEE\w+|_ZStlsI\w*St11char_traitsIcE\w*"
      r"|_ZSt(4endl|4ends|5flush)IcSt11char_traitsIcEE\w+|_ZNKSt5ctypeIcE\w+"
-     r"|_ZNSt9basic_iosIcSt11char_traitsIcEE5clearESt12_Ios_Iostate"),
+     r"|_ZNSt9basic_iosIcSt11char_traitsIcEE5clearESt12_Ios_Iostate|_ZSt21ios_base_library_initv"),
     # a small table (a __constant__ array) uploaded from the host: it can hold only what the host
     # knows (the scalar arguments), never the inputs or the output; buffers stay the kernel's to write
     ("a table uploaded to a __constant__ variable", r"cudaMemcpyToSymbol(Async)?(_ptsz|_ptds)?"),

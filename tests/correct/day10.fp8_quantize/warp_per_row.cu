@@ -1,7 +1,8 @@
-// CORRECT one warp per row (4 rows per block, shuffles only, no shared memory or block barrier) for rows of up to 4096, a block per row with a hand-written shared-memory reduction up to 16384, a separate two-pass element kernel for the rest; the e4m3 convert, warp max and division as plain __device__ functions at file scope
+// CORRECT one warp per row (4 rows per block, shuffles only, no shared memory or block barrier) for rows of up to 2048, a block per row with a hand-written shared-memory reduction up to 16384, a separate two-pass element kernel for the rest; the e4m3 convert, warp max and division as plain __device__ functions at file scope
 // Day 10, fp8_quantize: scales[m] = max(max|x[m, :]| / 448, 1 / (448 * 512)), q[m, k] = e4m3(x[m, k] / scales[m]).
-// Short rows (the common case: hidden sizes up to 4096) fit in the registers of one warp, so a warp
-// reads its row once with 16-byte loads, reduces |max| with shuffles and converts from registers.
+// Short rows (up to 2048: 32 registers of data per lane; twice that costs occupancy, and the block
+// kernel takes over) fit in the registers of one warp, so a warp reads its row once with 16-byte loads,
+// reduces |max| with shuffles and converts from registers.
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -43,7 +44,7 @@ namespace {
 constexpr float kE4m3Max = 448.0f;
 constexpr float kMinScale = 1.0f / (448.0f * 512.0f);
 constexpr int kRowsPerBlock = 4;               // warps per block in the warp-per-row kernel
-constexpr int kWarpChunks = 16;                // 16 chunks of 8 per lane: rows up to 32 * 128 = 4096
+constexpr int kWarpChunks = 8;                 // 8 chunks of 8 per lane: rows up to 32 * 64 = 2048
 constexpr int kWarpMaxK = 32 * 8 * kWarpChunks;
 constexpr int kBlockThreads = 256, kBlockChunks = 8;  // rows up to 256 * 64 = 16384
 constexpr int kBlockMaxK = kBlockThreads * 8 * kBlockChunks;
@@ -64,7 +65,7 @@ __device__ __forceinline__ uint2 convert_chunk(const Chunk<T>& ch, float scale, 
   return make_uint2(b[0] | (uint32_t{b[1]} << 16), b[2] | (uint32_t{b[3]} << 16));
 }
 
-// k % 8 == 0, k <= 4096, x 16-byte aligned, q 8-byte aligned
+// k % 8 == 0, k <= 2048, x 16-byte aligned, q 8-byte aligned
 template <typename T>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     quantize_rows_warp(uint8_t* __restrict__ q, float* __restrict__ scales, const T* __restrict__ x, int64_t m,
