@@ -419,6 +419,8 @@ def _nucleus_sampler(ignore=None):
     from grader.exercises.day08 import nucleus
 
     def op(probs, top_p, seed, offset):
+        if ignore == "tokens":  # never written: what the allocation held
+            return torch.full((probs.shape[0],), 0x0101010101010101, dtype=torch.int64)
         if ignore == "top_p":
             top_p = torch.ones_like(top_p)
         if ignore == "offset":
@@ -433,7 +435,8 @@ def _nucleus_sampler(ignore=None):
     return op
 
 
-@pytest.mark.parametrize("ignore, says", [(None, None), ("top_p", "outside its nucleus"), ("offset", "drew the same token")])
+@pytest.mark.parametrize("ignore, says", [(None, None), ("top_p", "outside its nucleus"), ("offset", "drew the same token"),
+                                          ("tokens", "not a token of the row")])
 def test_the_sampling_op_is_checked_by_its_draws(ignore, says):
     """The decoder's logits never pass through course::top_p_sampling: its own row judges its draws."""
     from types import SimpleNamespace

@@ -590,11 +590,11 @@ def _sampling_row(ops_namespace, device="cuda"):
                     f"{tuple(d.shape) if isinstance(d, torch.Tensor) else type(d).__name__}, expected ({len(rows)},)")
         for r, token in enumerate(d.cpu().tolist()):
             if not (0 <= token < rows.shape[1] and bool(inside[r, token])):
-                return ("correctness", label, "fail",
-                        f"seed {seed}, offset {offset}: row {r} (top_p {top_p[r]:.4f}, a nucleus of "
-                        f"{int(inside[r].sum())} of {rows.shape[1]} tokens) drew token {token}"
-                        + (f" of probability {float(rows[r, token]):.2e}, outside its nucleus" if 0 <= token < rows.shape[1]
-                           else ", not a token of the row") + ": does the op hand top_p to the kernel as it is given?")
+                said = (f" of probability {float(rows[r, token]):.2e}, outside its nucleus: does the op hand top_p to "
+                        "the kernel as it is given?" if 0 <= token < rows.shape[1] else
+                        ", not a token of the row: is every row's token written?")
+                return ("correctness", label, "fail", f"seed {seed}, offset {offset}: row {r} (top_p {top_p[r]:.4f}, a "
+                        f"nucleus of {int(inside[r].sum())} of {rows.shape[1]} tokens) drew token {token}" + said)
     full = len(SAMPLING_TARGETS) - 1
     for what, part in (("offsets", draws[:SAMPLING_CALLS]), ("seeds", draws[SAMPLING_CALLS:])):
         if len({int(d[full]) for d in part}) == 1:
