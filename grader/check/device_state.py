@@ -12,8 +12,8 @@ Finding them: the runtime gives the kernel handle of a host stub (cudaGetFuncByS
 among the extension's functions, read from its symbol table), the driver gives that kernel's module
 (cuFuncGetModule) and each variable's address by its name in the cubin (cuModuleGetGlobal). The driver
 places each variable where it likes (the code reaches them through relocations it resolves at load time),
-so a variable it cannot name (a kernel's `static __device__` local) is found from its offset in the cubin
-only where every named variable of its section sits at the same distance from its own offset.
+so a variable it does not find by its name is placed from its offset in the cubin only where every named
+variable of its section sits at the same distance from its own offset.
 """
 from __future__ import annotations
 
