@@ -117,13 +117,17 @@ def test_a_day_is_built_for_its_oldest_gpu_where_this_one_is_older(monkeypatch):
     assert built["files"] and not any(isinstance(f, Source) and f.arch for f in built["files"])
 
 
-def test_the_support_table_is_generated_from_the_specs():
+def test_the_support_table_is_generated_from_the_specs(monkeypatch):
     from grader.maintain import support_table
 
     assert support_table.main(["--check"]) == 0, "run python -m grader.maintain.support_table"
     text = support_table.render()
     assert "| `day10.fp8_quantize` | compiled for sm_89, not run | compiled for sm_89, not run |" in text
-    assert "runs, graded (known gap)" in text and "day12.flash_attention` on sm_120" in text
+    assert "(known gap)" not in text and "## Known gaps\n\nNone." in text
+    # a gap, where an exercise has one, shows in its cell and in the list below the table
+    monkeypatch.setattr(exercises.get("day12.flash_attention"), "arch_gaps", {"12.0": "spills 16 bytes"})
+    text = support_table.render()
+    assert "runs, graded (known gap)" in text and "`day12.flash_attention` on sm_120: spills 16 bytes" in text
 
 
 def test_doctor_says_what_a_gpu_runs():
