@@ -21,17 +21,12 @@ STATIC = sorted(k for k, m in MUTANTS.items() if not m.needs_gpu)
 RUNTIME = sorted(k for k, m in MUTANTS.items() if m.needs_gpu)
 
 
-@pytest.fixture(autouse=True)
-def _python_modules_on_the_reference_kernels(request, monkeypatch):
-    """A Python module (Day 14's decoder) is graded on the kernels it builds on: the references here,
-    so that a mutant is caught for its own fault, not for the untouched stubs of kernels/."""
-    key = request.node.callspec.params.get("key") if hasattr(request.node, "callspec") else None
-    if key in MUTANTS and exercises.get(MUTANTS[key].exercise).learner_file == "python":
-        monkeypatch.setenv("COURSE_USE_SOLUTIONS", "1")
-
-
-def _grade(key, **kw):
+def _grade(key, monkeypatch, **kw):
     m = MUTANTS[key]
+    # A Python module (Day 14's decoder) is graded on the kernels it builds on: the references here, so
+    # that a mutant is caught for its own fault, not for the untouched stubs of kernels/.
+    if exercises.get(m.exercise).learner_file == "python":
+        monkeypatch.setenv("COURSE_USE_SOLUTIONS", "1")
     return check(m.exercise, source=m.write(corpus.written_dir()), quiet=True, **kw)
 
 
@@ -72,9 +67,9 @@ def test_every_mutants_edits_apply_to_the_current_solution():
 
 @pytest.mark.gpu  # needs no GPU, but `-m gpu` (the GPU verification) selects it too: all mutants in one tally
 @pytest.mark.parametrize("key", STATIC)
-def test_static_checks_catch(key):
+def test_static_checks_catch(key, monkeypatch):
     want = MUTANTS[key]
-    result = _grade(key, perf=False, seeds=1)
+    result = _grade(key, monkeypatch, perf=False, seeds=1)
     assert result.failures, f"{key} was not caught:\n{result}"
     # Static checks all report at once (a kernel without cp.async may also spill): the named one must be
     # among them, as in the runtime test below.
@@ -84,7 +79,7 @@ def test_static_checks_catch(key):
 
 @gpu
 @pytest.mark.parametrize("key", RUNTIME)
-def test_runtime_checks_catch(key):
+def test_runtime_checks_catch(key, monkeypatch):
     want = MUTANTS[key]
     timed = want.group == "performance"
     # A hang is stopped at config.RUN_LIMIT_S (25 s is the whole check's limit then); the others get
@@ -95,7 +90,8 @@ def test_runtime_checks_catch(key):
     # the same tools on more cases.
     sanitizers = None if want.sanitizer else ()
     # (a whole check of Day 8's sampler took over 120 s with 6 checks sharing one H100)
-    result = _grade(key, perf=timed, seeds=2, timeout=25 if hang else 2 * config.CHECK_TIMEOUT_S, sanitizers=sanitizers)
+    result = _grade(key, monkeypatch, perf=timed, seeds=2, timeout=25 if hang else 2 * config.CHECK_TIMEOUT_S,
+                    sanitizers=sanitizers)
     hits = [i for i in result.failures if i.group == want.group and _says(i, want.reason)]
     if want.undetected:  # a known blind spot: reported as one, and a surprise if it is ever caught
         seen = hits or any(i.name.startswith("compute-sanitizer") for i in result.failures)

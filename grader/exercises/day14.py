@@ -578,7 +578,7 @@ def _sampling_row(ops_namespace, device="cuda"):
     top_p = [choose_top_p(r, t) for r, t in zip(rows, SAMPLING_TARGETS)]
     inside = torch.stack([nucleus(r, t) > 0 for r, t in zip(rows, top_p)])
     probs, top = rows.to(device), torch.tensor(top_p, dtype=torch.float32, device=device)
-    op = getattr(ops_namespace, "top_p_sampling")
+    op = ops_namespace.top_p_sampling
     calls = [(1234, o) for o in range(SAMPLING_CALLS)] + [(s, 0) for s in range(SAMPLING_CALLS)]
     try:
         draws = [op(probs, top, seed, offset) for seed, offset in calls]
