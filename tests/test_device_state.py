@@ -162,22 +162,54 @@ def test_a_managed_variable_is_refused(tmp_path):
     assert not result.ok and "__managed__" in result.first_failure(), str(result)
 
 
+def _checked(tmp_path):
+    """The file as a check builds it: its variables from the checked compile, its extension linked from
+    that compile's object (jit.build_checked), so that the variables' names are those the module has."""
+    src = _source(tmp_path)
+    report = jit.compile_cubin(src, host_object=True)
+    return [DeviceVariable(*v) for v in report.variables], jit.build_checked(src, report.host_object, "variables")
+
+
+def test_the_extension_names_its_variables_as_the_checked_cubin_does(tmp_path):
+    """The names looked up in the loaded module are the checked cubin's. An anonymous namespace's (and so a
+    kernel's static local's) name holds a hash of the whole translation unit, so it is another name in a
+    module compiled from another file (jit.build's binding beside the kernels): the check links its
+    extension from the checked object, whose embedded cubin is the one the names were read from."""
+    import subprocess
+
+    from grader import toolkit
+    from grader.jit.sass import device_variables
+
+    variables, built = _checked(tmp_path)
+    cuobjdump = toolkit.binary_tool("cuobjdump")
+    if not cuobjdump:
+        pytest.skip("cuobjdump was not found")
+    out = tmp_path / "elf"
+    out.mkdir()
+    subprocess.run([cuobjdump, "-xelf", "all", str(built.library)], cwd=out, check=True, capture_output=True,
+                   env=toolkit.tool_env())
+    embedded = {name for cubin in out.glob("*.cubin") for name, *_ in device_variables(cubin)}
+    local = [v.name for v in variables if "_GLOBAL__N_" in v.name]
+    assert len(local) == 2, local  # the anonymous namespace's variable and the kernel's static local
+    assert {v.name for v in variables} <= embedded, embedded
+
+
 @gpu
 def test_every_variable_is_put_back_as_loaded(tmp_path):
     from grader.check.device_state import DeviceState
 
-    built = jit.build([_source(tmp_path)], name="variables", quiet=True)
-    variables = [DeviceVariable(*v) for v in jit.compile_cubin(_source(tmp_path)).variables]
-    state = DeviceState(built.module.__file__, variables)
+    variables, checked = _checked(tmp_path)
+    built = jit.load_built(checked.directory, checked.name)
+    state = DeviceState(built.__file__, variables)
     assert state.bytes >= 4096 + 2048 + 1024 + 1024 + 16 + 64 + 4, state.bytes
     y = torch.zeros(128, device="cuda")
-    built.module.bump(y, 128)
+    built.bump(y, 128)
     first = y.clone()
     for _ in range(3):
-        built.module.bump(y, 128)
+        built.bump(y, 128)
     assert not torch.equal(y, first)  # it keeps state of its own...
     state.restore()
-    built.module.bump(y, 128)
+    built.bump(y, 128)
     assert torch.equal(y, first)  # ... every bit of which was put back (the static local's call count included)
 
 

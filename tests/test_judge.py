@@ -78,3 +78,28 @@ def test_what_is_not_a_file_of_named_tensors_is_refused_unread(tmp_path):
 @pytest.mark.parametrize("limit, expected", [(None, [0, 1]), (48, [0])])
 def test_the_judge_takes_the_cases_the_worker_ran(limit, expected):
     assert [i for i, _ in judge.untimed_cases(_exercise(), limit)] == expected
+
+
+def test_the_judge_runs_again_while_other_processes_hold_the_gpus_memory():
+    """Other gradings on the GPU hold memory until their case ends: a judge that ran out of it runs again
+    after each wait (outside the gate, so that a grading waiting to time can end its case); out of memory
+    every time, or failing otherwise, its exit code stands."""
+    def judge_exiting(*codes):
+        runs = list(codes)
+        return lambda: runs.pop(0)
+
+    slept = []
+    oom = judge.OUT_OF_MEMORY_EXIT
+    assert judge.with_memory(judge_exiting(oom, oom, 0), (2.0, 8.0, 30.0), slept.append) == 0 and slept == [2.0, 8.0]
+    slept.clear()
+    assert judge.with_memory(judge_exiting(oom, oom, oom), (2.0, 8.0), slept.append) == oom and slept == [2.0, 8.0]
+    slept.clear()
+    assert judge.with_memory(judge_exiting(1, 0), (2.0,), slept.append) == 1 and slept == []
+
+
+def test_a_failed_judge_shows_its_exception_not_the_end_of_a_long_message():
+    log = ("Traceback (most recent call last):\n  File \"judge.py\", line 1, in <module>\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.19 GiB of which 1.2 GiB is free." + " Process 1 has 5.92 GiB memory in use." * 30 + "\n")
+    assert judge.last_error(log).startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert judge.last_error("no traceback here\n") == "no traceback here"

@@ -36,37 +36,33 @@ class DeviceStateError(RuntimeError):
 class _Region:
     address: int
     size: int
-    view: object   # a uint8 tensor over the bytes (no copy)
     loaded: object  # their contents as loaded (a device tensor)
-
-
-class _Raw:
-    """Device bytes as torch.as_tensor takes them (the CUDA array interface)."""
-
-    def __init__(self, address: int, size: int):
-        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False),
-                                         "strides": None, "version": 3}
 
 
 class DeviceState:
     """The variables of the extension at `library` (DeviceVariable, from its cubin), found and their
-    loaded contents copied aside; `restore()` copies them back (on torch's current stream)."""
+    loaded contents copied aside; `restore()` copies them back (on torch's current stream). The copies are
+    the driver's (cuMemcpyDtoDAsync): the variables' memory is the module's, which torch does not know."""
 
     def __init__(self, library: str, variables: list[DeviceVariable]):
         import torch
 
         self.variables = list(variables)
         addresses = _addresses(library, self.variables)
+        self._copy = _driver_copy()
         # Nothing has run yet, so every zero-initialised variable reads zeros: where one does not, an
         # address is wrong, and nothing is written there.
         for v, address in addresses.items():
-            if v.section == ZEROED and v.size and torch.count_nonzero(torch.as_tensor(_Raw(address, v.size),
-                                                                                      device="cuda")):
-                raise DeviceStateError(f"{v.name} does not read as zeros before the first call: its address is wrong")
+            if v.section == ZEROED and v.size:
+                seen = torch.empty(v.size, dtype=torch.uint8, device="cuda")
+                self._copy(seen.data_ptr(), address, v.size, v.name)
+                if torch.count_nonzero(seen):
+                    raise DeviceStateError(f"{v.name} does not read as zeros before the first call: its address is wrong")
         self.regions = []
         for address, size in _merged(addresses):
-            view = torch.as_tensor(_Raw(address, size), device="cuda")
-            self.regions.append(_Region(address, size, view, view.clone()))
+            loaded = torch.empty(size, dtype=torch.uint8, device="cuda")
+            self._copy(loaded.data_ptr(), address, size, f"{size} bytes at {address:#x}")
+            self.regions.append(_Region(address, size, loaded))
         self.restore()  # (a first write of the same bytes: a region that cannot be written fails here, not when timed)
         torch.cuda.synchronize()
 
@@ -76,7 +72,23 @@ class DeviceState:
 
     def restore(self) -> None:
         for r in self.regions:
-            r.view.copy_(r.loaded)
+            self._copy(r.address, r.loaded.data_ptr(), r.size, f"{r.size} bytes back to {r.address:#x}")
+
+
+def _driver_copy():
+    """copy(dst, src, size, what): device bytes copied by the driver on torch's current stream; a CUDA error
+    raises DeviceStateError naming `what`."""
+    import torch
+
+    drv = _loaded("libcuda.so")
+    fn = drv.cuMemcpyDtoDAsync_v2
+    fn.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+
+    def copy(dst: int, src: int, size: int, what: str) -> None:
+        rc = fn(dst, src, size, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        if rc != 0:
+            raise DeviceStateError(f"copying {what}: CUDA driver error {rc}")
+    return copy
 
 
 def _merged(addresses: dict[DeviceVariable, int]) -> list[tuple[int, int]]:

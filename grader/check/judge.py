@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import pyenv
+from .. import config, pyenv
 from .gate import GpuGate
 from .verdict import compare_outputs
 from .worker_config import WorkerConfig, exact_fields
@@ -35,6 +36,7 @@ from .worker_config import WorkerConfig, exact_fields
 HANDOVER = "handover"  # the folder, in the grading process's own, where it writes each run's outputs
 MAX_FILE_BYTES = 2 << 30  # a handed-over file larger than this is refused unread
 NAME = "outputs judged apart"  # the check's row
+OUT_OF_MEMORY_EXIT = 3  # the judge's exit code when CUDA ran out of memory (judge_apart tries again later)
 
 
 class UntimedCase(NamedTuple):
@@ -162,6 +164,27 @@ def judge_all(ex, runs: list[JudgeRun], folder: str | Path, device: str = "cuda"
     return {"judged": judged, "problems": problems}
 
 
+def with_memory(attempt, waits=None, sleep=time.sleep):
+    """attempt() -> its exit code, tried again after each of `waits` (config.JUDGE_OUT_OF_MEMORY_WAITS_S) while
+    it ends for want of GPU memory (OUT_OF_MEMORY_EXIT): other gradings on the GPU hold it until their case
+    ends, and a grading waiting for its turn to time holds it until the judge, holding the gate, is gone;
+    so each wait is outside the gate. The last exit code."""
+    for wait in (*(config.JUDGE_OUT_OF_MEMORY_WAITS_S if waits is None else waits), None):
+        rc = attempt()
+        if rc != OUT_OF_MEMORY_EXIT or wait is None:
+            return rc
+        sleep(wait)
+
+
+def last_error(log: str) -> str:
+    """What a failed Python process said last: its exception's line where its traceback has one, else the log's end."""
+    lines = [line.strip() for line in log.strip().splitlines()]
+    for line in reversed(lines):
+        if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", line):
+            return line[:600]
+    return log.strip()[-500:]
+
+
 def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | None = None) -> None:
     """After a grading process that got to its end: every run of every untimed case it did not itself
     fail, and every timed case's steps (`timed`: the check's timings of them, timed_apart.TimingServer's
@@ -181,17 +204,24 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
             timed=None if timed is None else {str(i): r for i, r in timed.items()},
             calibrated=opts.calibrated).to_json(), encoding="utf-8")
         limit = opts.timeout or ex.timeout_s
-        why = None
-        # (its own empty folder as the working directory: the handed-over folder is on no import path)
-        with GpuGate(opts.gate).holding(own) if opts.gate else nullcontext(), open(log, "wb") as f:
-            try:
-                rc = subprocess.run([sys.executable, "-m", "grader.check.judge", str(cfg)], cwd=own, stdout=f,
-                                    stderr=subprocess.STDOUT, env=pyenv.grading_env(opts.runtime_root),
-                                    timeout=limit).returncode
-            except subprocess.TimeoutExpired:
-                rc, why = None, f"the judge did not finish within {limit:g} s"
+        timed_out = False
+
+        def attempt():
+            nonlocal timed_out
+            # (its own empty folder as the working directory: the handed-over folder is on no import path)
+            with GpuGate(opts.gate).holding(own) if opts.gate else nullcontext(), open(log, "wb") as f:
+                try:
+                    return subprocess.run([sys.executable, "-m", "grader.check.judge", str(cfg)], cwd=own, stdout=f,
+                                          stderr=subprocess.STDOUT, env=pyenv.grading_env(opts.runtime_root),
+                                          timeout=limit).returncode
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    return None
+
+        rc = with_memory(attempt)
+        why = f"the judge did not finish within {limit:g} s" if timed_out else None
         if why is None and (rc != 0 or not verdict.exists()):
-            why = f"the judge failed (exit code {rc}): " + log.read_text(errors="replace")[-500:].strip()
+            why = f"the judge failed (exit code {rc}): " + last_error(log.read_text(errors="replace"))
         got = json.loads(verdict.read_text(encoding="utf-8")) if why is None else None
     result.add_time("outputs judged apart", time.perf_counter() - t0)
     if timed is not None:
@@ -214,6 +244,16 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
 
 
 def main(config_path: str) -> int:
+    import torch
+
+    try:
+        return _judge(config_path)
+    except torch.cuda.OutOfMemoryError as e:
+        print(f"torch.OutOfMemoryError: {e}", flush=True)
+        return OUT_OF_MEMORY_EXIT
+
+
+def _judge(config_path: str) -> int:
     cfg = JudgeConfig.from_json(Path(config_path).read_text(encoding="utf-8"))
     from .. import exercises
 

@@ -172,7 +172,9 @@ def sass_checks(ex: Exercise, source: _build.Source, result: Result) -> _build.C
               "speed target is missed, look there first")
     if printing:
         detail += ("; " + ", ".join(f"{k.name}: {k.stack_bytes} B" for k in printing)
-                   + " of stack only for printf's arguments")
+                   + " of stack only for printf's arguments (not refused): a printf in a kernel, even one never "
+                     "taken, changes how the whole kernel is compiled and can cost a fifth of its speed; if the "
+                     "speed target is missed, take it out first")
     result.add("sass", "registers", "pass" if regs_ok else "fail", detail)
     _device_globals_check(ex, report, result)
     for opcode, why in ex.required_sass.items():

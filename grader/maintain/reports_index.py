@@ -112,6 +112,10 @@ PATTERNS = [
      "`benchmarks/learner_loop/cupti_start.py`: the launch check's profiler session's first start, variants"),
     ("checks", r"gpu-check-(?P<what>.+)", "`python -m grader check` on the GPU: {what}"),
     ("checks", r"gpu-mutants-(?P<what>.+)", "Known-wrong submissions graded on the GPU: {what}"),
+    ("checks", r"gpu-device-state-.+", "`tests/test_device_state.py` on the GPU: a kernel file's variables found and put back"),
+    ("checks", r"gpu-corpus-speed-.+",
+     "Known-right submissions that missed a speed target in the self-test, checked one at a time beside the "
+     "references (and a variant of one without its kernel printf)"),
     ("benchmarks", r"day07-skinny-sweep",
      "`benchmarks/day07_skinny_sweep`: stream-K and split-K variants of Day 7's skinny GEMM, the solution's design"),
     ("benchmarks", r"day07-no-math",

@@ -1,4 +1,4 @@
-// CORRECT one warp per row (4 rows per block, shuffles only, no shared memory or block barrier) for rows of up to 2048, a block per row with a hand-written shared-memory reduction up to 16384, a separate two-pass element kernel for the rest; the e4m3 convert, warp max and division as plain __device__ functions at file scope
+// CORRECT one warp per row (4 rows per block, shuffles only, no shared memory or block barrier) for rows of up to 2048, a block per row with a hand-written shared-memory reduction up to 16384 (64 threads up to 4096, 256 beyond), a separate two-pass element kernel for the rest; the e4m3 convert, warp max and division as plain __device__ functions at file scope
 // Day 10, fp8_quantize: scales[m] = max(max|x[m, :]| / 448, 1 / (448 * 512)), q[m, k] = e4m3(x[m, k] / scales[m]).
 // Short rows (up to 2048: 32 registers of data per lane; twice that costs occupancy, and the block
 // kernel takes over) fit in the registers of one warp, so a warp reads its row once with 16-byte loads,
@@ -98,11 +98,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   }
 }
 
-// k % 8 == 0, k <= 16384, same alignment: one block of 256 threads per row
-template <typename T>
-__global__ void __launch_bounds__(kBlockThreads)
+// k % 8 == 0, k <= 8 * kBlockChunks * BLOCK, same alignment: one block of BLOCK threads per row (64 threads
+// for rows up to 4096: small blocks, many of them per SM, many rows' loads in flight)
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, BLOCK <= 64 ? 8 : 2)
     quantize_rows_block(uint8_t* __restrict__ q, float* __restrict__ scales, const T* __restrict__ x, int64_t k) {
-  __shared__ float warp_amax[kBlockThreads / 32];
+  __shared__ float warp_amax[BLOCK / 32];
   const int64_t row = blockIdx.x;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * k);
   uint2* qr = reinterpret_cast<uint2*>(q + row * k);
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kBlockChunks; ++i) {
-    const int c = threadIdx.x + kBlockThreads * i;
+    const int c = threadIdx.x + BLOCK * i;
     if (c < chunks) {
       data[i].raw = xr[c];
 #pragma unroll
@@ -124,13 +125,13 @@ __global__ void __launch_bounds__(kBlockThreads)
   __syncthreads();
   amax = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kBlockThreads / 32; ++w) amax = fmaxf(amax, warp_amax[w]);
+  for (int w = 0; w < BLOCK / 32; ++w) amax = fmaxf(amax, warp_amax[w]);
   const float scale = fmaxf(amax / kE4m3Max, kMinScale);
   if (threadIdx.x == 0) scales[row] = scale;
   const float r = __frcp_rn(scale);
 #pragma unroll
   for (int i = 0; i < kBlockChunks; ++i) {
-    const int c = threadIdx.x + kBlockThreads * i;
+    const int c = threadIdx.x + BLOCK * i;
     if (c < chunks) qr[c] = convert_chunk(data[i], scale, r);
   }
 }
@@ -164,8 +165,10 @@ cudaError_t quantize(uint8_t* q, float* scales, const T* x, int64_t m, int64_t k
   if (vec_ok && k <= kWarpMaxK) {
     const int64_t blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
     quantize_rows_warp<T><<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(q, scales, x, m, k);
+  } else if (vec_ok && k <= 8 * kBlockChunks * 64) {
+    quantize_rows_block<T, 64><<<static_cast<unsigned>(m), 64, 0, stream>>>(q, scales, x, k);
   } else if (vec_ok && k <= kBlockMaxK) {
-    quantize_rows_block<T><<<static_cast<unsigned>(m), kBlockThreads, 0, stream>>>(q, scales, x, k);
+    quantize_rows_block<T, kBlockThreads><<<static_cast<unsigned>(m), kBlockThreads, 0, stream>>>(q, scales, x, k);
   } else {
     quantize_rows_scalar<T><<<static_cast<unsigned>(m), kBlockThreads, 0, stream>>>(q, scales, x, k);
   }
