@@ -59,10 +59,13 @@ class DeviceState:
                 if torch.count_nonzero(seen):
                     raise DeviceStateError(f"{v.name} does not read as zeros before the first call: its address is wrong")
         self.regions = []
-        for address, size in _merged(addresses):
-            loaded = torch.empty(size, dtype=torch.uint8, device="cuda")
-            self._copy(loaded.data_ptr(), address, size, f"{size} bytes at {address:#x}")
-            self.regions.append(_Region(address, size, loaded))
+        # One copy per variable: variables next to each other in memory may lie in two of the driver's
+        # allocations (a section each), and one copy may not span two.
+        for v, address in sorted(addresses.items(), key=lambda item: item[1]):
+            if v.size:
+                loaded = torch.empty(v.size, dtype=torch.uint8, device="cuda")
+                self._copy(loaded.data_ptr(), address, v.size, v.name)
+                self.regions.append(_Region(address, v.size, loaded))
         self.restore()  # (a first write of the same bytes: a region that cannot be written fails here, not when timed)
         torch.cuda.synchronize()
 
@@ -89,18 +92,6 @@ def _driver_copy():
         if rc != 0:
             raise DeviceStateError(f"copying {what}: CUDA driver error {rc}")
     return copy
-
-
-def _merged(addresses: dict[DeviceVariable, int]) -> list[tuple[int, int]]:
-    """(address, size) spans covering every variable, neighbours joined."""
-    spans = sorted((a, a + v.size) for v, a in addresses.items() if v.size)
-    out: list[list[int]] = []
-    for start, end in spans:
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(s, e - s) for s, e in out]
 
 
 def _addresses(library: str, variables: list[DeviceVariable]) -> dict[DeviceVariable, int]:
