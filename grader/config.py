@@ -74,13 +74,11 @@ GATE_ENV = "COURSE_GPU_GATE"
 # case_memory_kept): the self-test runs up to 20 grading processes on one GPU, a learner's shares the GPU
 # with a notebook (blocks kept there gave the self-test a false failure: reports/gpu-self-test-45a95ef-cut-at-540s.log).
 CASE_MEMORY_KEPT_BYTES = 4 << 30
-# A correctness case that ran out of GPU memory is run once more after this many seconds, its process's
-# cached blocks given back (check/worker._case_run): the other processes on its GPU may have held it.
-OUT_OF_MEMORY_WAIT_S = 1.0
-# The judge of a Python module's outputs (check/judge.py), out of GPU memory, runs again after each of these
-# waits: it computes the reference model beside other gradings' processes, which give their memory back only
-# at the end of a case (seven day14.decoder checks side by side in the self-test hold ~17 GiB each).
-JUDGE_OUT_OF_MEMORY_WAITS_S = (2.0, 8.0, 30.0)
+# Out of GPU memory, a correctness case (check/worker._case_run) and a Python module's judge (check/judge.py)
+# run again after each of these waits, their own cached memory given back: the other processes on the GPU
+# hold theirs until their case ends (seven day14.decoder checks side by side in the self-test hold ~17 GiB
+# each), and the judge waits outside the gate, so that a grading waiting for its turn to time can end.
+OUT_OF_MEMORY_WAITS_S = (1.0, 8.0, 30.0)
 # Host memory of one grading process in class grading.
 CLASS_MEMORY_GB = 16.0
 # Class grading: submissions graded side by side on each GPU, each timed with the GPU to itself

@@ -165,11 +165,11 @@ def judge_all(ex, runs: list[JudgeRun], folder: str | Path, device: str = "cuda"
 
 
 def with_memory(attempt, waits=None, sleep=time.sleep):
-    """attempt() -> its exit code, tried again after each of `waits` (config.JUDGE_OUT_OF_MEMORY_WAITS_S) while
+    """attempt() -> its exit code, tried again after each of `waits` (config.OUT_OF_MEMORY_WAITS_S) while
     it ends for want of GPU memory (OUT_OF_MEMORY_EXIT): other gradings on the GPU hold it until their case
     ends, and a grading waiting for its turn to time holds it until the judge, holding the gate, is gone;
     so each wait is outside the gate. The last exit code."""
-    for wait in (*(config.JUDGE_OUT_OF_MEMORY_WAITS_S if waits is None else waits), None):
+    for wait in (*(config.OUT_OF_MEMORY_WAITS_S if waits is None else waits), None):
         rc = attempt()
         if rc != OUT_OF_MEMORY_EXIT or wait is None:
             return rc

@@ -99,27 +99,30 @@ def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
 
 
 def _case_run(ex, mod, case, seed, gate, handover=None) -> tuple[bool, str]:
-    """run_case in a stretch of GPU work; once more after CUDA ran out of memory, this process's cached
-    blocks given back first and config.OUT_OF_MEMORY_WAIT_S waited: beside other gradings on its GPU
-    (class grading's lanes, the self-test's checks: up to 20 processes on one GPU) theirs may have held
-    the memory for a moment, and what a case allocates is the grader's own (inputs, reference,
-    comparison; a kernel allocates nothing). Out of memory twice fails the case, saying so."""
+    """run_case in a stretch of GPU work; again after each of config.OUT_OF_MEMORY_WAITS_S when CUDA ran out
+    of memory, this process's cached blocks given back first: beside other gradings on its GPU (class
+    grading's lanes, the self-test's checks: up to 20 processes on one GPU) theirs may hold the memory
+    until their case ends, and what a case allocates is the grader's own (inputs, reference, comparison; a
+    kernel allocates nothing). Out of memory every time fails the case, saying so."""
     import torch
 
-    try:
-        with gate.busy():
-            return tuple(run_case(ex, mod, case, seed, handover=handover)[:2])
-    except torch.cuda.OutOfMemoryError:
-        pass
-    release_case_memory(0)
-    time.sleep(config.OUT_OF_MEMORY_WAIT_S)
-    try:
-        with gate.busy():
-            return tuple(run_case(ex, mod, case, seed, handover=handover)[:2])
-    except torch.cuda.OutOfMemoryError as e:
-        raise RuntimeError(f"CUDA out of memory, and again after {config.OUT_OF_MEMORY_WAIT_S:g} s with this "
-                           f"process's cached memory given back (other processes on the GPU may hold it): "
-                           f"{_short_error(e)}") from None
+    for wait in (*config.OUT_OF_MEMORY_WAITS_S, None):
+        try:
+            with gate.busy():
+                return tuple(run_case(ex, mod, case, seed, handover=handover)[:2])
+        except torch.cuda.OutOfMemoryError as e:
+            if wait is None:
+                raise RuntimeError(f"CUDA out of memory, and again after waits of {waited_s()} s with this process's "
+                                   f"cached memory given back (other processes on the GPU may hold it): "
+                                   f"{_short_error(e)}") from None
+        release_case_memory(0)
+        time.sleep(wait)
+
+
+def waited_s() -> str:
+    """config.OUT_OF_MEMORY_WAITS_S as a message says them: "1, 8 and 30"."""
+    waits = [f"{w:g}" for w in config.OUT_OF_MEMORY_WAITS_S]
+    return waits[0] if len(waits) == 1 else ", ".join(waits[:-1]) + " and " + waits[-1]
 
 
 _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
