@@ -141,7 +141,7 @@ def cmd_verify(args) -> int:
     from .maintain.verify import verify
 
     return verify(args.out, notebooks=not args.no_notebooks, grading=not args.notebooks_only, only=args.only,
-                  notebook_timeout=args.notebook_timeout, gpus=args.gpus)
+                  notebook_timeout=args.notebook_timeout, gpus=args.gpus, executed=args.executed)
 
 
 def cmd_self_test(args) -> int:
@@ -225,6 +225,9 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", default=None, metavar="all|N|0,1",
                    help="the GPUs of this host that the gradings and the notebooks spread over, one check or notebook "
                         "on each at a time (default 1)")
+    p.add_argument("--executed", action="store_true",
+                   help="the notebooks one at a time through nbclient instead of nbval, each executed copy written to "
+                        "site/executed/ (the site's GPU outputs and the notebook report from one run; one GPU)")
     p.set_defaults(fn=cmd_verify)
     p = sub.add_parser("self-test", help="the grader's self-test on the GPU: every known-wrong and known-right "
                        "submission, the grader's GPU tests, solutions over 20 seeds (reports)")

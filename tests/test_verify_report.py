@@ -204,3 +204,17 @@ def test_a_class_run_says_what_each_gpus_first_grading_waited_for():
     assert class_benchmark._start_note(timing) == ("; waited for: calibration 13 s, lanes started 18 s, "
                                                    "binding built 9 s, first submission built 9 s; "
                                                    "3 s before the GPU phase")
+
+
+def test_the_executed_notebook_run_executes_the_parts_days_into_the_site():
+    """`verify --notebooks-only --executed`: the notebooks of the part run through the site's execute (each
+    executed copy kept in site/executed/), one day per --only; the whole course without one."""
+    import sys
+
+    from grader.maintain.runs import Scope
+    from grader.maintain.verify import site_command
+
+    head = [sys.executable, "-m", "grader.maintain.site", "execute"]
+    assert site_command(Scope(["day09.mma_tile", "day08"])) == head + ["--only", "day08", "--only", "day09"]
+    assert site_command(Scope(["day07-day08"])) == head + ["--only", "day07", "--only", "day08"]
+    assert site_command(Scope()) == head

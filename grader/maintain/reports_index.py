@@ -27,7 +27,8 @@ INDEX = "README.md"
 RUN_OUTPUTS = ("raw", "class")  # folders of reports/ that git ignores (.gitignore): not indexed
 GROUPED = ("browser", "spare-lanes")  # folders of like files: one row for the folder
 # pytest's output of a run goes in the run's row: (its name's prefix, the run's)
-PYTEST_LOGS = (("pytest-notebooks", "gpu-notebooks"), ("pytest-gpu-tests", "gpu-self-test"))
+PYTEST_LOGS = (("pytest-notebooks", "gpu-notebooks"), ("notebooks-executed", "gpu-notebooks"),
+               ("pytest-gpu-tests", "gpu-self-test"))
 # Where citations are looked for, and in which files.
 CITING = ("README.md", "docs", "grader", "tests", "kernels", "solutions", "notebooks", "benchmarks")
 CITING_SUFFIXES = {".py", ".md", ".ipynb", ".cu", ".cuh", ".j2", ".toml", ".txt", ".sh", ".cfg", ".yml", ".yaml"}
@@ -66,10 +67,10 @@ PATTERNS = [
     ("verification", r"gpu-verification-(?P<what>.+)",
      "A verification of part of the course (`--only`): {what}"),
     ("notebooks", r"gpu-notebooks",
-     "Every notebook executed with the solutions (nbval), and what the notebooks measured: the numbers "
-     "and plots a notebook shows where there is no GPU"),
+     "Every notebook executed with the solutions (nbval; nbclient with `--executed`), and what the notebooks "
+     "measured: the numbers and plots a notebook shows where there is no GPU"),
     ("notebooks", r"gpu-notebooks-(?P<what>.+)",
-     "The notebooks of {what} executed (nbval); for each measurement the newest run is the one shown "
+     "The notebooks of {what} executed (nbval; nbclient with `--executed`); for each measurement the newest run is the one shown "
      "without a GPU"),
     ("notebooks", r"pytest-notebooks(-(?P<what>.+))?", "nbval's output of the notebook run of that name"),
     ("notebooks", r"gpu-ncu-jupyter",

@@ -146,12 +146,17 @@ _PYTEST_MAIN = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.default
 def pytest(args: list[str], env: dict, log_path: Path, timeout: int) -> dict:
     """pytest with `args` in a process of its own, its output in `log_path`, stopped at `timeout`
     seconds as at Ctrl-C: its exit code ("timeout" where stopped), seconds and last line."""
+    return command([sys.executable, "-c", _PYTEST_MAIN, *args], env, log_path, timeout)
+
+
+def command(argv: list[str], env: dict, log_path: Path, timeout: int) -> dict:
+    """`argv` in a process of its own (pytest, a Python module of the course), as pytest() runs it."""
     t0 = time.perf_counter()
     with open(log_path, "w") as f:
         # a session of its own: at the time limit the whole of it goes (xdist's workers and their
-        # grading processes too), not only pytest's first process
-        proc = subprocess.Popen([sys.executable, "-c", _PYTEST_MAIN, *args], cwd=paths.ROOT, env=env, stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        # grading processes, a notebook's kernel), not only its first process
+        proc = subprocess.Popen(argv, cwd=paths.ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -73,6 +73,9 @@ def execute(only: list[str] | None = None, out: Path = EXECUTED, echo=print) -> 
         book.metadata["course_run"] = dict(stamp(), status=status)
         nbformat.write(book, out / path.name)
         echo(f"{path.name}: {status} in {time.perf_counter() - t0:.0f} s")
+    books = len(notebooks(only))
+    echo(f"{books - failed} of {books} notebooks ran top to bottom "
+         f"{'on an ' + _gpu() if _gpu() else 'without a GPU (compile-only)'}; copies in {out}")
     return 1 if failed else 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -256,14 +257,25 @@ def _markdown(report: dict) -> str:
     return "\n".join(out)
 
 
+EXECUTED_RUN = "notebooks with the solutions (nbclient), each executed copy written to site/executed/"
+
+
+def site_command(scope: Scope) -> list[str]:
+    """The notebooks of `scope` executed with the solutions into site/executed/ (grader.maintain.site)."""
+    days = sorted({p.name[:5] for p in paths.NOTEBOOKS.glob("day*.ipynb") if scope.has_day(p.name[:5])})
+    return [sys.executable, "-m", "grader.maintain.site", "execute",
+            *([] if scope.everything else [a for d in days for a in ("--only", d)])]
+
+
 def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: list[str] | None = None,
-           notebook_timeout: int | None = None, gpus: str | None = None) -> int:
+           notebook_timeout: int | None = None, gpus: str | None = None, executed: bool = False) -> int:
     """Builds, every solution and stub graded, then the notebooks: gpu-verification.md/.json.
     With the course's days no longer fitting one 10-minute command, the two halves also run
     apart: `grading=False` runs only the notebooks, into gpu-notebooks.md/.json. `only` (days
     or exercises) verifies a part of the course, into gpu-verification-<only>.md/.json. `gpus`: the
     gradings and the notebooks spread over these GPUs of the host, one check or notebook on each at a
-    time (default: one)."""
+    time (default: one). `executed`: the notebooks run one at a time through nbclient instead of nbval, and
+    each executed copy is written to site/executed/: the site's GPU outputs from the run that writes the report."""
     out = Path(out)
     scope = Scope(only)
     if scope.check():
@@ -312,17 +324,23 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
         books = ["notebooks"] if scope.everything else [
             str(p.relative_to(paths.ROOT)) for p in sorted((paths.ROOT / "notebooks").glob("day*.ipynb"))
             if scope.has_day(p.name[:5])]
-        # one notebook per GPU at a time (its cells in order in one kernel: --dist loadfile), so that what
-        # it measures has its GPU to itself
-        devices, workers, xdist, spread_env = runs.spread(gpus, 1, machine.usable_cpus())
-        report["notebook_gpus"] = len(devices)
-        xdist = [*xdist, "--dist", "loadfile"] if workers > 1 else []
-        report["pytest"][name] = runs.pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                                              *xdist],
-                                             runs.env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements),
-                                                      **spread_env),
-                                             out / f"{scope.stem('pytest-notebooks')}.log",
-                                             notebook_timeout or (NOTEBOOKS_AFTER_GRADING_S if grading else NOTEBOOKS_ONLY_S))
+        limit = notebook_timeout or (NOTEBOOKS_AFTER_GRADING_S if grading else NOTEBOOKS_ONLY_S)
+        if executed:  # one at a time on one GPU, each executed copy kept (grader.maintain.site)
+            del report["pytest"][name]
+            name = EXECUTED_RUN
+            report["pytest"][name] = runs.command(site_command(scope), runs.env(COURSE_MEASUREMENTS=str(measurements)),
+                                                  out / f"{scope.stem('notebooks-executed')}.log", limit)
+        else:
+            # one notebook per GPU at a time (its cells in order in one kernel: --dist loadfile), so that what
+            # it measures has its GPU to itself
+            devices, workers, xdist, spread_env = runs.spread(gpus, 1, machine.usable_cpus())
+            report["notebook_gpus"] = len(devices)
+            xdist = [*xdist, "--dist", "loadfile"] if workers > 1 else []
+            report["pytest"][name] = runs.pytest([*books, "--nbval-lax", "-q", "-p", "no:cacheprovider", "-o",
+                                                  "addopts=", *xdist],
+                                                 runs.env(COURSE_USE_SOLUTIONS="1", COURSE_MEASUREMENTS=str(measurements),
+                                                          **spread_env),
+                                                 out / f"{scope.stem('pytest-notebooks')}.log", limit)
         log(f"notebooks: {report['pytest'][name]['summary']}")
         if measurements.exists():
             report["notebook_measurements"] = [json.loads(x) for x in measurements.read_text().splitlines() if x]
