@@ -22,10 +22,13 @@ from .stubs import lines_to_write
 
 @dataclass(frozen=True)
 class Case:
-    """One shape to check. `perf` cases are also timed (sized well past L2)."""
+    """One shape to check. `perf` cases are also timed (sized well past L2). `gpu_gib`: the GPU memory
+    an untimed case needs (a pool past 2^31 elements, to show 32-bit offsets): on a GPU with less it is
+    skipped, saying so."""
     label: str
     params: dict[str, Any]
     perf: bool = False
+    gpu_gib: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -84,9 +84,10 @@ class JudgeConfig:
 
 def untimed_cases(ex, max_case_bytes: int | None = None) -> list[UntimedCase]:
     """The cases a grading process runs for correctness: every untimed one, only those up to
-    `max_case_bytes` where it is given (the small cases, under compute-sanitizer)."""
+    `max_case_bytes` where it is given (the small cases, under compute-sanitizer, none of them one that
+    needs a large GPU's memory)."""
     return [UntimedCase(i, c) for i, c in enumerate(ex.cases)
-            if not c.perf and not (max_case_bytes and ex.case_bytes(c.params) > max_case_bytes)]
+            if not c.perf and not (max_case_bytes and (ex.case_bytes(c.params) > max_case_bytes or c.gpu_gib))]
 
 
 def handover_file(folder: str | Path, case_index: int, seed_label) -> Path:

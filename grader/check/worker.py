@@ -479,7 +479,7 @@ def call_once(config_path: str) -> None:
     ex = exercises.get(cfg.exercise)
     mod = load_submission(ex, cfg)
     for case in ex.cases:
-        if case.perf:
+        if case.perf or case.gpu_gib:
             continue
         inputs = ex.make_inputs(case.params, torch.Generator(device="cuda").manual_seed(0))
         outputs = _fresh_outputs(ex, case.params, inputs)
@@ -488,10 +488,21 @@ def call_once(config_path: str) -> None:
             torch.cuda.synchronize()
 
 
+def _gpu_gib() -> float:
+    import torch
+
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / 2 ** 30
+
+
+def fits_gpu(case) -> bool:
+    """Whether this GPU has the memory the case needs (Case.gpu_gib)."""
+    return not case.gpu_gib or _gpu_gib() >= case.gpu_gib
+
+
 def stream_case(ex, mod, untimed, seed, emit) -> bool:
-    """The largest untimed case once more, on a busy non-default stream; False if the CUDA
-    context was lost."""
-    case = max(untimed, key=lambda c: ex.case_bytes(c.params))
+    """The largest untimed case once more (of those of no particular GPU memory), on a busy non-default
+    stream; False if the CUDA context was lost."""
+    case = max([c for c in untimed if not c.gpu_gib] or untimed, key=lambda c: ex.case_bytes(c.params))
     name = f"{STREAM_CASE} ({case.label})"
     emit(event="start", name=name)
     try:
@@ -629,6 +640,12 @@ def main(cfg: WorkerConfig) -> int:
             emit(event="phase", name=PAUSED_PHASE, seconds=paused)
         t_phase, paused_before, waited_before = now, gate.paused_s, gate.waited_s
 
+    too_big = [u for u in untimed if not fits_gpu(u.case)]
+    for _, case in too_big:
+        emit(group="correctness", name=case.label, status="skip",
+             detail=f"skipped: this case needs a GPU with {case.gpu_gib:g} GiB of memory, and this one has "
+                    f"{_gpu_gib():.0f} GiB; a larger GPU (class grading's) runs it")
+    untimed = [u for u in untimed if fits_gpu(u.case)]
     for index, case in untimed:
         emit(event="start", name=case.label)
         result = None
@@ -673,7 +690,7 @@ def main(cfg: WorkerConfig) -> int:
     # After the timing: CUPTI, once the profiler has started it, stays in the process and slows every
     # later launch (the cases ran 2-3x slower after it), and what is timed should not carry it.
     if profiling:
-        small = [c for c in ex.cases if not c.perf]
+        small = [c for c in ex.cases if not c.perf and not c.gpu_gib]
         emit(event="start", name="kernels launched")
         if gate.enabled:  # CUPTI's start (seconds) outside the stretch of GPU work: no timing waits on it
             try:

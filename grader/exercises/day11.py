@@ -26,9 +26,17 @@ def workspace_floats(qo_heads: int, head_dim: int) -> int:
     return MAX_SPLITS * qo_heads * (head_dim + 1)
 
 
-def decode_params(dt, lens, qo_heads=32, kv_heads=8, head_dim=128, page_size=16, kind="random"):
+def decode_params(dt, lens, qo_heads=32, kv_heads=8, head_dim=128, page_size=16, kind="random", pool_pages=0):
+    """pool_pages: a cache of that many pages, the requests' pages the last ones (else a few more than they use)."""
     return {"dtype": dt, "lens": tuple(lens), "batch": len(lens), "qo_heads": qo_heads, "kv_heads": kv_heads,
-            "head_dim": head_dim, "page_size": page_size, "kind": kind, "max_len": max(lens)}
+            "head_dim": head_dim, "page_size": page_size, "kind": kind, "max_len": max(lens), "pool_pages": pool_pages}
+
+
+# A cache past 2^31 elements, its requests' pages the last ones: every K and V row starts past 2^31
+# elements (4 GiB of bf16), where an offset computed in 32 bits wraps. Pages of 16 slots x 8 KV heads x
+# head_dim 128 (x 2 for K and V): 2^15 elements; the first 2^16 pages end at 2^31.
+PAST_32_BIT_PAGES = (1 << 16) + 64
+PAST_32_BIT_GIB = 20  # the case's cache (4.3 GB), its copy (unmodified-input check) and the rest, with room
 
 
 # Query and key entries scaled so that the scores q.k / sqrt(d) have a standard deviation of about 3:
@@ -80,6 +88,9 @@ def _cases():
         # 2 tiles, which 2 stages hold without a refill: a missing barrier hides.
         cases.append(Case(f"{dt} 5 requests of 192, group 8 on 1 KV head, head_dim 64 (3 tiles a block)",
                           decode_params(dt, [192] * 5, 8, 1, 64)))
+        if dt == "bf16":  # (one dtype: the offsets are the same)
+            cases.append(Case("bf16 pages past 4 GiB of cache (64-bit offsets), lens 1/100/777",
+                              decode_params(dt, [1, 100, 777], pool_pages=PAST_32_BIT_PAGES), gpu_gib=PAST_32_BIT_GIB))
         # magnitudes: all-equal scores, very large and very small entries
         for kind in ("equal", "large", "small"):
             cases += [Case(f"{dt} {kind} scores, ragged 1..5000", decode_params(dt, [1, 5000, 129, 16], kind=kind)),
@@ -91,15 +102,16 @@ def _cases():
     return cases
 
 
-def page_table(lens, page_size, gen, device):
+def page_table(lens, page_size, gen, device, pool_pages=0):
     """FlashInfer's page table for requests of `lens` tokens, pages scattered in a random order over a
-    cache with a few unused pages: (kv_indptr, kv_indices, kv_last_page_len, num_pages)."""
+    cache with a few unused pages: (kv_indptr, kv_indices, kv_last_page_len, num_pages). With
+    `pool_pages`, the cache has that many and the requests' pages are scattered over its last ones."""
     import torch
 
     counts = [(n + page_size - 1) // page_size for n in lens]
     used = sum(counts)
-    num_pages = used + 3
-    order = torch.randperm(num_pages, generator=gen, device=device)[:used].to(torch.int32)
+    num_pages = max(pool_pages, used + 3)
+    order = (num_pages - used - 3 + torch.randperm(used + 3, generator=gen, device=device)[:used]).to(torch.int32)
     indptr = torch.tensor([0] + list(_cumsum(counts)), dtype=torch.int32, device=device)
     last = torch.tensor([n - (c - 1) * page_size for n, c in zip(lens, counts)], dtype=torch.int32, device=device)
     return indptr, order, last, num_pages
@@ -118,9 +130,13 @@ def decode_inputs(p, gen, device="cuda"):
     dt = torch_dtype(p["dtype"])
     qk, vs = KINDS[p["kind"]]
     hd, kvh, ps = p["head_dim"], p["kv_heads"], p["page_size"]
-    indptr, indices, last, num_pages = page_table(p["lens"], ps, gen, device)
-    # Every slot starts as stale data (GARBAGE), then each request's tokens are written in place.
-    cache = (torch.randn(num_pages, 2, ps, kvh, hd, generator=gen, device=device) * GARBAGE).to(dt)
+    indptr, indices, last, num_pages = page_table(p["lens"], ps, gen, device, p.get("pool_pages", 0))
+    # Every slot starts as stale data (GARBAGE; in a pool past 2^31 elements, all of it that value), then
+    # each request's tokens are written in place.
+    if p.get("pool_pages"):
+        cache = torch.full((num_pages, 2, ps, kvh, hd), GARBAGE, dtype=dt, device=device)
+    else:
+        cache = (torch.randn(num_pages, 2, ps, kvh, hd, generator=gen, device=device) * GARBAGE).to(dt)
     tokens = sum(p["lens"])
     k = torch.randn(tokens, kvh, hd, generator=gen, device=device) * qk
     v = torch.randn(tokens, kvh, hd, generator=gen, device=device) * vs
