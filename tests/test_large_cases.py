@@ -3,6 +3,7 @@ offset kept in 32 bits wraps. On a GPU with less memory the case is skipped, say
 Nsight Compute and the side-stream run leave it out."""
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from grader import exercises
@@ -28,9 +29,9 @@ def test_day11_has_a_cache_past_2_31_elements_with_every_request_page_past_it():
     first_row = indices.long() * 2 * p["page_size"] * row
     assert int(first_row.min()) >= 2 ** 31
     assert len(set(indices.tolist())) == len(indices) == int(indptr[-1])
-    # ... and the cases without a pool keep their page tables as they were: a few unused pages, in random order
-    small = day11.page_table([5, 40], 16, torch.Generator().manual_seed(1), "cpu")
-    assert small[3] == 1 + 3 + 3 and set(small[1].tolist()) < set(range(small[3]))
+    # ... and the cases without a pool keep the page tables they had (the same draws from the generator)
+    small = day11.page_table([5, 40, 17], 16, torch.Generator().manual_seed(1), "cpu")
+    assert [t.tolist() for t in small[:3]] + [small[3]] == [[0, 1, 4, 6], [4, 0, 6, 5, 7, 2], [5, 8, 1], 9]
 
 
 def test_a_large_case_is_left_out_of_the_sanitizers_and_python_modules_have_none():
@@ -58,3 +59,31 @@ def test_the_side_stream_run_takes_the_largest_case_of_no_particular_memory(monk
     huge = SimpleNamespace(params={"bytes": 99}, gpu_gib=20.0, label="huge")
     assert worker.stream_case(ex, None, [big, huge], 0, lambda **_: None)
     assert seen == [big]
+
+
+def test_a_case_the_worker_skipped_is_not_judged_apart(tmp_path, monkeypatch):
+    """judge_apart judges every run the grading process handed over: a case it failed or skipped (a large
+    GPU's case on a smaller GPU) handed nothing over, and is not judged again."""
+    from grader.check.result import Result
+    from grader.check.worker_config import Seed, WorkerConfig
+
+    ex = SimpleNamespace(id="x", cases=[SimpleNamespace(label=n, perf=False, gpu_gib=0.0, params={}) for n in "abc"],
+                         case_bytes=lambda p: 1, timeout_s=10)
+    result = Result("x", "x.py", "gpu")
+    result.add("correctness", "a", "pass", "")
+    result.add("correctness", "b", "skip", "skipped: ...")
+    result.add("correctness", "c", "fail", "differ")
+    class Judged(Exception):
+        pass
+
+    def judge_is_started(attempt):  # (its config is written by then)
+        raise Judged
+
+    monkeypatch.setattr(judge, "with_memory", judge_is_started)
+    cfg = WorkerConfig(exercise="x", seeds=[Seed("1", 1)], handover=str(tmp_path))
+    config_seen = []
+    real = judge.JudgeConfig.to_json
+    monkeypatch.setattr(judge.JudgeConfig, "to_json", lambda self: config_seen.append(self) or real(self))
+    with pytest.raises(Judged):
+        judge.judge_apart(ex, SimpleNamespace(gate=None, timeout=None, runtime_root=None, calibrated=None), cfg, result)
+    assert [r.case_index for r in config_seen[0].runs] == [0]

@@ -177,11 +177,17 @@ def with_memory(attempt, waits=None, sleep=time.sleep):
         sleep(wait)
 
 
+def waits_said() -> str:
+    """config.OUT_OF_MEMORY_WAITS_S as a message says them: "1, 8 and 30"."""
+    waits = [f"{w:g}" for w in config.OUT_OF_MEMORY_WAITS_S]
+    return waits[0] if len(waits) == 1 else ", ".join(waits[:-1]) + " and " + waits[-1]
+
+
 def last_error(log: str) -> str:
     """What a failed Python process said last: its exception's line where its traceback has one, else the log's end."""
     lines = [line.strip() for line in log.strip().splitlines()]
     for line in reversed(lines):
-        if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", line):
+        if re.match(r"[\w.]*(Error|Exception|Interrupt)\b", line):
             return line[:600]
     return log.strip()[-500:]
 
@@ -192,7 +198,8 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
     records), judged here in a process of its own (the GPU's gate held meanwhile, as a process that
     cannot pause holds it). Its rows: pass, or the first problem of each untimed case; a row per timed
     case (timed_apart.judge_case)."""
-    failed = {i.name for i in result.items if i.group == "correctness" and i.status == "fail"}
+    # (a case the worker failed is not judged again, nor one it skipped: its outputs were never handed over)
+    failed = {i.name for i in result.items if i.group == "correctness" and i.status in ("fail", "skip")}
     runs = [JudgeRun(u.index, s.label, s.value) for u in untimed_cases(ex, worker_config.max_case_bytes)
             if u.case.label not in failed for s in worker_config.seeds]
     if not runs and timed is None:
@@ -223,6 +230,8 @@ def judge_apart(ex, opts, worker_config: WorkerConfig, result, timed: dict | Non
         why = f"the judge did not finish within {limit:g} s" if timed_out else None
         if why is None and (rc != 0 or not verdict.exists()):
             why = f"the judge failed (exit code {rc}): " + last_error(log.read_text(errors="replace"))
+            if rc == OUT_OF_MEMORY_EXIT:
+                why += f" (run again after waits of {waits_said()} s, each time out of GPU memory)"
         got = json.loads(verdict.read_text(encoding="utf-8")) if why is None else None
     result.add_time("outputs judged apart", time.perf_counter() - t0)
     if timed is not None:

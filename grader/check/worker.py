@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import config
 from .gate import WorkerGate, _write
-from .judge import HandedRun, untimed_cases
+from .judge import HandedRun, untimed_cases, waits_said
 from .ptx import spin
 from .verdict import compare_outputs, timed_baselines, timed_metrics, timed_verdict, tolerances
 from .worker_config import WorkerConfig
@@ -98,6 +98,10 @@ def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
     return ok, msg, outputs, inputs, expected, before
 
 
+class OutOfMemory(RuntimeError):
+    """A case out of GPU memory after every wait (_case_run)."""
+
+
 def _case_run(ex, mod, case, seed, gate, handover=None) -> tuple[bool, str]:
     """run_case in a stretch of GPU work; again after each of config.OUT_OF_MEMORY_WAITS_S when CUDA ran out
     of memory, this process's cached blocks given back first: beside other gradings on its GPU (class
@@ -112,17 +116,11 @@ def _case_run(ex, mod, case, seed, gate, handover=None) -> tuple[bool, str]:
                 return tuple(run_case(ex, mod, case, seed, handover=handover)[:2])
         except torch.cuda.OutOfMemoryError as e:
             if wait is None:
-                raise RuntimeError(f"CUDA out of memory, and again after waits of {waited_s()} s with this process's "
-                                   f"cached memory given back (other processes on the GPU may hold it): "
-                                   f"{_short_error(e)}") from None
+                raise OutOfMemory(f"CUDA out of memory, and again after waits of {waits_said()} s with this process's "
+                                  f"cached memory given back (other processes on the GPU may hold it, or the code "
+                                  f"under test allocated it): {_short_error(e)}") from None
         release_case_memory(0)
         time.sleep(wait)
-
-
-def waited_s() -> str:
-    """config.OUT_OF_MEMORY_WAITS_S as a message says them: "1, 8 and 30"."""
-    waits = [f"{w:g}" for w in config.OUT_OF_MEMORY_WAITS_S]
-    return waits[0] if len(waits) == 1 else ", ".join(waits[:-1]) + " and " + waits[-1]
 
 
 _SHARED_POISON = None  # poison.SharedMemoryPoison, made once the CUDA context exists (main)
@@ -644,7 +642,7 @@ def main(cfg: WorkerConfig) -> int:
     for _, case in too_big:
         emit(group="correctness", name=case.label, status="skip",
              detail=f"skipped: this case needs a GPU with {case.gpu_gib:g} GiB of memory, and this one has "
-                    f"{_gpu_gib():.0f} GiB; a larger GPU (class grading's) runs it")
+                    f"{_gpu_gib():.1f} GiB; a larger GPU (class grading's) runs it")
     untimed = [u for u in untimed if fits_gpu(u.case)]
     for index, case in untimed:
         emit(event="start", name=case.label)
@@ -653,6 +651,12 @@ def main(cfg: WorkerConfig) -> int:
         for label, seed in seeds:
             try:
                 ok, msg = _case_run(ex, mod, case, seed, gate, handover and HandedRun(handover, index, label))
+            except OutOfMemory as e:
+                if not case.gpu_gib:
+                    ok, msg = False, str(e)
+                else:  # (a case of a large GPU's memory, which other processes hold now: not this code's fault)
+                    result = ("skip", f"skipped: this GPU's memory is held by other processes ({e})")
+                    break
             except Exception as e:
                 ok, msg = False, _short_error(e)
                 if not _cuda_alive():

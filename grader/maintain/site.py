@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import html
 import os
 import sys
@@ -50,11 +51,11 @@ def stamp() -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
-def execute(only: list[str] | None = None, out: Path = EXECUTED, echo=print) -> int:
+def execute(only: list[str] | None = None, out: Path = EXECUTED, echo=functools.partial(print, flush=True)) -> int:
     """Each notebook executed with the solutions into `out`; 1 if one of them stopped on an error."""
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     out.mkdir(parents=True, exist_ok=True)
     os.environ["COURSE_USE_SOLUTIONS"] = "1"
@@ -67,8 +68,8 @@ def execute(only: list[str] | None = None, out: Path = EXECUTED, echo=print) -> 
         status = "ok"
         try:
             client.execute()
-        except CellExecutionError as e:  # the copy keeps what ran, up to the error
-            status = f"stopped on an error: {str(e).strip().splitlines()[-1][:200]}"
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as e:  # the copy keeps what ran, up to it
+            status = f"stopped on an error: {(str(e).strip().splitlines() or [type(e).__name__])[-1][:200]}"
             failed += 1
         book.metadata["course_run"] = dict(stamp(), status=status)
         nbformat.write(book, out / path.name)

@@ -316,7 +316,7 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
         save()
     if notebooks:
         measurements = Path(tempfile.mkdtemp(prefix="nb-measure-")) / "measurements.jsonl"
-        name = "notebooks with the solutions (nbval)"
+        name = EXECUTED_RUN if executed else "notebooks with the solutions (nbval)"
         # Said in the report until the run ends: a report cut off here says so.
         report["pytest"][name] = {"rc": "not finished", "seconds": 0.0,
                                   "summary": "started; the run was stopped before it finished"}
@@ -326,8 +326,8 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
             if scope.has_day(p.name[:5])]
         limit = notebook_timeout or (NOTEBOOKS_AFTER_GRADING_S if grading else NOTEBOOKS_ONLY_S)
         if executed:  # one at a time on one GPU, each executed copy kept (grader.maintain.site)
-            del report["pytest"][name]
-            name = EXECUTED_RUN
+            if gpus not in (None, "1"):
+                log(f"--executed runs the notebooks one at a time on the first GPU (--gpus {gpus} is for the grading)")
             report["pytest"][name] = runs.command(site_command(scope), runs.env(COURSE_MEASUREMENTS=str(measurements)),
                                                   out / f"{scope.stem('notebooks-executed')}.log", limit)
         else:
