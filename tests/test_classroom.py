@@ -307,3 +307,20 @@ def test_the_calibration_measures_every_exercise_in_one_process_and_says_which_f
         assert all(v and all(x["value"] > 0 for x in v.values()) for v in got.values()), got
     else:
         assert all(v is None for v in got.values()), got
+
+
+def test_a_case_skipped_on_a_smaller_gpu_costs_no_points():
+    """Correctness is the share of the cases run: one a GPU has too little memory for (Case.gpu_gib) is
+    left out, not counted against the student; a failed one counts."""
+    from grader import exercises
+    from grader.check import Result
+    from grader.classroom import score
+
+    def result(third):
+        res = Result("day11.batch_decode", "x.cu", "gpu")
+        res.add("correctness", "a", "pass", "")
+        res.add("correctness", "b", "pass", "")
+        res.add("correctness", "past 4 GiB", third, "")
+        return score(res, exercises.get("day11.batch_decode"))
+
+    assert result("skip") == result("pass") > result("fail")

@@ -87,3 +87,16 @@ def test_a_case_the_worker_skipped_is_not_judged_apart(tmp_path, monkeypatch):
     with pytest.raises(Judged):
         judge.judge_apart(ex, SimpleNamespace(gate=None, timeout=None, runtime_root=None, calibrated=None), cfg, result)
     assert [r.case_index for r in config_seen[0].runs] == [0]
+
+
+def test_a_skipped_case_shows_apart_from_the_cases_run():
+    from grader.check.result import Result
+
+    res = Result("day11.batch_decode", "x.cu", "gpu")
+    for name in "abcd":
+        res.add("correctness", name, "pass", "matches")
+    res.add("correctness", "e", "fail", "differ")
+    res.add("correctness", "pages past 4 GiB", "skip", "skipped: this case needs a GPU with 20 GiB of memory")
+    text = str(res)
+    assert "4 of 5 cases" in text and "differ" in text and "skipped: this case needs a GPU" in text
+    assert "also fail" not in text

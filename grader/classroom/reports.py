@@ -16,7 +16,7 @@ HIDDEN = ("Your kernel fails on a hidden input that the public seeds do not cove
 
 
 def score(result: Result, ex) -> float:
-    """Points out of 100: static 10, SASS 10, correctness 50 (share of cases), work 5,
+    """Points out of 100: static 10, SASS 10, correctness 50 (share of the cases run), work 5,
     performance 25 (share of the target reached, per timed case). Nothing if it does not build."""
     items = result.items
     if any(i.status == "fail" and i.group in ("source", "build") for i in items):
@@ -24,7 +24,7 @@ def score(result: Result, ex) -> float:
     total = POINTS["static"]
     sass = [i for i in items if i.group == "sass"]
     total += POINTS["sass"] * (sum(i.status == "pass" for i in sass) / len(sass) if sass else 1)
-    correct = [i for i in items if i.group == "correctness"]
+    correct = [i for i in items if i.group == "correctness" and i.status != "skip"]  # (a case this GPU cannot run)
     share = sum(i.status == "pass" for i in correct) / len(correct) if correct else 0
     total += POINTS["correctness"] * share
     work = [i for i in items if i.group == "work" and i.status != "skip"]
