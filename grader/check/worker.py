@@ -638,12 +638,12 @@ def main(cfg: WorkerConfig) -> int:
             emit(event="phase", name=PAUSED_PHASE, seconds=paused)
         t_phase, paused_before, waited_before = now, gate.paused_s, gate.waited_s
 
-    too_big = [u for u in untimed if not fits_gpu(u.case)]
-    for _, case in too_big:
+    fitting = [u for u in untimed if fits_gpu(u.case)]
+    for _, case in (u for u in untimed if u not in fitting):
         emit(group="correctness", name=case.label, status="skip",
              detail=f"skipped: this case needs a GPU with {case.gpu_gib:g} GiB of memory, and this one has "
                     f"{_gpu_gib():.1f} GiB; a larger GPU (class grading's) runs it")
-    untimed = [u for u in untimed if fits_gpu(u.case)]
+    untimed = fitting
     for index, case in untimed:
         emit(event="start", name=case.label)
         result = None

@@ -60,7 +60,8 @@ def execute(only: list[str] | None = None, out: Path = EXECUTED, echo=functools.
     out.mkdir(parents=True, exist_ok=True)
     os.environ["COURSE_USE_SOLUTIONS"] = "1"
     failed = 0
-    for path in notebooks(only):
+    books = notebooks(only)
+    for path in books:
         t0 = time.perf_counter()
         book = nbformat.read(path, as_version=4)
         client = NotebookClient(book, timeout=CELL_TIMEOUT_S, kernel_name="python3",
@@ -74,9 +75,9 @@ def execute(only: list[str] | None = None, out: Path = EXECUTED, echo=functools.
         book.metadata["course_run"] = dict(stamp(), status=status)
         nbformat.write(book, out / path.name)
         echo(f"{path.name}: {status} in {time.perf_counter() - t0:.0f} s")
-    books = len(notebooks(only))
-    echo(f"{books - failed} of {books} notebooks ran top to bottom "
-         f"{'on an ' + _gpu() if _gpu() else 'without a GPU (compile-only)'}; copies in {out}")
+    gpu = _gpu()
+    echo(f"{len(books) - failed} of {len(books)} notebooks ran top to bottom "
+         f"{'on an ' + gpu if gpu else 'without a GPU (compile-only)'}; copies in {out}")
     return 1 if failed else 0
 
 

@@ -321,9 +321,6 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
         report["pytest"][name] = {"rc": "not finished", "seconds": 0.0,
                                   "summary": "started; the run was stopped before it finished"}
         save()
-        books = ["notebooks"] if scope.everything else [
-            str(p.relative_to(paths.ROOT)) for p in sorted((paths.ROOT / "notebooks").glob("day*.ipynb"))
-            if scope.has_day(p.name[:5])]
         limit = notebook_timeout or (NOTEBOOKS_AFTER_GRADING_S if grading else NOTEBOOKS_ONLY_S)
         if executed:  # one at a time on one GPU, each executed copy kept (grader.maintain.site)
             if gpus not in (None, "1"):
@@ -331,6 +328,9 @@ def verify(out: str | Path, notebooks: bool = True, grading: bool = True, only: 
             report["pytest"][name] = runs.command(site_command(scope), runs.env(COURSE_MEASUREMENTS=str(measurements)),
                                                   out / f"{scope.stem('notebooks-executed')}.log", limit)
         else:
+            books = ["notebooks"] if scope.everything else [
+                str(p.relative_to(paths.ROOT)) for p in sorted(paths.NOTEBOOKS.glob("day*.ipynb"))
+                if scope.has_day(p.name[:5])]
             # one notebook per GPU at a time (its cells in order in one kernel: --dist loadfile), so that what
             # it measures has its GPU to itself
             devices, workers, xdist, spread_env = runs.spread(gpus, 1, machine.usable_cpus())
