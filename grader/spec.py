@@ -275,11 +275,6 @@ class Exercise:
     # its own value, so a right sampler draws afresh, and its draws at the timed size are tested
     # (check/timed.py: within the support, no more repeats from one call to the next than chance).
     call_varies: tuple[str, ...] = ()
-    # True: every SM's shared memory is filled with NaN before each untimed call (check/poison.py), so
-    # that a read of shared memory the kernel never wrote fails every time. Opt-in per exercise until
-    # the timed runs that follow the untimed cases are measured with it for every exercise (the poison
-    # asks for the largest shared-memory carveout, which a later kernel may keep).
-    poison_shared_memory: bool = False
     # Python-module exercises: the exercises whose learner files the module builds on (their kernels,
     # built and handed to `call` as `submission.kernels`, by exercise id; `submission.module` is the
     # module), and checks of the module that run in the isolated worker before the cases, on the CPU

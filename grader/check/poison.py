@@ -1,15 +1,12 @@
-"""Shared memory filled with NaN before each untimed call of an exercise that asks for it
-(spec.Exercise.poison_shared_memory), so that a kernel reading shared memory it never wrote (a tail
-chunk not zero-filled, a buffer read before its first store) gets garbage, every time.
+"""Shared memory filled with NaN before each untimed call, so that a kernel reading shared memory it
+never wrote (a tail chunk not zero-filled, a buffer read before its first store, a block reduction
+reading the partials of warps the block does not have) gets garbage, every time.
 
 Without it, what such a read sees depends on what ran before: often the same kernel's own earlier
-values (right by accident), and zeros after the GPU switched to another process's context (NVIDIA
-GPUs clear shared memory between contexts), which is what a kernel that forgot to zero-fill wanted.
-Seen in the self-test: with several gradings sharing a GPU, a cp.async GEMM that skipped its
-zero-fill of the K tail passed every case (day07.skinny_gemm, which now asks for this: caught with it,
-6 checks sharing one H100). Opt-in per exercise, and never right before a timing: the poison asks for
-the largest shared-memory carveout, which a later kernel stating no preference may keep, and the timed
-runs after it are not yet measured for every exercise.
+values (right by accident), or zeros after the GPU switched to another process's context (NVIDIA GPUs
+clear shared memory between contexts), which is what a kernel that forgot to zero-fill wanted. Never
+right before a timing: the poison asks for the largest shared-memory carveout. Not under
+compute-sanitizer, which checks the learner's accesses itself.
 
 The kernel is PTX, loaded through the CUDA driver (ptx.py) and launched on the current stream right before the
 learner's call: one 1024-thread block per SM (or more), each with the most dynamic shared memory a

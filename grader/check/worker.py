@@ -75,8 +75,7 @@ def load_submission(ex, cfg: WorkerConfig):
 
 
 def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
-    """One correctness run (after `poison`ing shared memory where the exercise asks: not before a
-    timing). Returns (ok, message, outputs, inputs, expected, before). `handover`: a judge.HandedRun,
+    """One correctness run (after `poison`ing shared memory: not before a timing). Returns (ok, message, outputs, inputs, expected, before). `handover`: a judge.HandedRun,
     where the outputs go for the separate judge (judge.py), right after the call."""
     import torch
 
@@ -134,7 +133,7 @@ _NO_GATE = WorkerGate(".", False)  # (a timing outside main: busy() and exclusiv
 
 def _graded_call(ex, mod, p, inputs, outputs, poison: bool = False) -> None:
     """The learner's call on the current stream, until its kernels finish: shared memory filled with
-    NaN first where the exercise asks (`poison`: check/poison.py), and the call written down for the
+    NaN first (`poison`: check/poison.py), and the call written down for the
     supervisor, which stops one that never returns (config.RUN_LIMIT_S)."""
     import torch
 
@@ -582,7 +581,7 @@ def main(cfg: WorkerConfig) -> int:
         emit(event="fatal", detail=f"could not load the built module: {_short_error(e)}")
         return 1
     # (not under compute-sanitizer, which checks the learner's accesses itself and would instrument it)
-    if ex.poison_shared_memory and torch.cuda.is_available() and not cfg.cpu_only and not cfg.max_case_bytes:
+    if torch.cuda.is_available() and not cfg.cpu_only and not cfg.max_case_bytes:
         from .poison import SharedMemoryPoison
 
         with gate.busy():

