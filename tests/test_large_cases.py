@@ -1,5 +1,5 @@
-"""Cases that need a large GPU's memory (spec.Case.gpu_gib): Day 11's cache past 2^31 elements, where an
-offset kept in 32 bits wraps. On a GPU with less memory the case is skipped, saying so; compute-sanitizer,
+"""Cases that need a large GPU's memory (spec.Case.gpu_gib): Day 1's arrays and Day 11's cache past 2^31
+elements, where an index or offset kept in 32 bits wraps. On a GPU with less memory the case is skipped, saying so; compute-sanitizer,
 Nsight Compute and the side-stream run leave it out."""
 from types import SimpleNamespace
 
@@ -8,13 +8,31 @@ import torch
 
 from grader import exercises
 from grader.check import judge, worker
-from grader.exercises import day11
+from grader.exercises import day01, day11
 
 DECODE = exercises.get("day11.batch_decode")
+SCALE_ADD = exercises.get("day01.scale_add")
 
 
-def _large():
-    return [c for c in DECODE.cases if c.gpu_gib]
+def _large(ex=DECODE):
+    return [c for c in ex.cases if c.gpu_gib]
+
+
+def test_day01_has_arrays_past_2_31_elements_and_an_fp32_reference_that_fits_beside_them(monkeypatch):
+    (case,) = _large(SCALE_ADD)
+    n = case.params["n"]
+    assert n > 2 ** 31 and not case.perf and "2^31" in case.label
+    # x, y, out, the inputs' copies and an fp32 reference: 5 arrays of n fp32 fit the GPU memory asked for
+    assert 5 * 4 * n < case.gpu_gib * 2 ** 30 * 0.8
+    assert n >= day01.FP32_REFERENCE_FROM > max(c.params["n"] for c in SCALE_ADD.cases if not c.gpu_gib)
+    # the fp32 reference, a chunk at a time, is the fp64 one rounded once (shown small)
+    monkeypatch.setattr(day01, "FP32_REFERENCE_FROM", 100)
+    monkeypatch.setattr(day01, "REFERENCE_CHUNK", 7)
+    p = {"n": 1000, "offset": 0}
+    inputs = day01._inputs(p, torch.Generator().manual_seed(0), "cpu")
+    got = day01._reference(p, inputs)["out"]
+    exact = inputs["alpha"] * inputs["x"].double() + inputs["y"].double()
+    assert got.dtype == torch.float32 and torch.equal(got, exact.float())
 
 
 def test_day11_has_a_cache_past_2_31_elements_with_every_request_page_past_it():

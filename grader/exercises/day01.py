@@ -24,6 +24,15 @@ SPECIAL = [("alpha = 0", {"alpha": 0.0}), ("x all zero (padding)", {"x_zero": Tr
            ("inputs ~1e-30", {"scale": 1e-30}), ("inputs ~1e30", {"scale": 1e30})]
 
 
+# One case past 2^31 elements, where an index kept in 32 bits wraps, on GPUs with the memory for it:
+# x, y and out (8.6 GB each), the inputs' copies (the unmodified-input check) and an fp32 reference.
+PAST_32_BIT_N = (1 << 31) + 129
+PAST_32_BIT_GIB = 64
+# From this size the reference is fp32 (each element rounded once from fp64, a chunk at a time): an
+# fp64 reference and its temporaries would not fit beside the case.
+FP32_REFERENCE_FROM = 1 << 28
+REFERENCE_CHUNK = 1 << 26
+
 # Each pointer misaligned alone (the others aligned) by 4 and 8 bytes: a kernel that vectorizes
 # after checking one pointer's alignment, or checks % 8 where a 16-byte access needs % 16, faults.
 ALONE_POINTERS = {"x": 4, "y": 4, "out": 4}
@@ -40,6 +49,8 @@ def _cases():
     cases += [Case(f"n={n} ({label})", _case(n)) for label, n in REAL_SIZES]
     cases += [Case(f"n=100003 {label}", _case(100_003, **extra)) for label, extra in SPECIAL]
     cases.append(Case("n=67108865 (past L2)", _case((1 << 26) + 1), perf=True))
+    cases.append(Case(f"n={PAST_32_BIT_N} (past 2^31 elements: 64-bit indices)", _case(PAST_32_BIT_N),
+                      gpu_gib=PAST_32_BIT_GIB))
     return cases
 
 
@@ -71,7 +82,15 @@ def _call(mod, p, inputs, outputs):
 
 def _reference(p, inputs):
     # fp64 from the same fp32 inputs: the kernel's FFMA rounds once, to fp32.
-    return {"out": inputs["alpha"] * inputs["x"].double() + inputs["y"].double()}
+    import torch
+
+    x, y, alpha = inputs["x"], inputs["y"], inputs["alpha"]
+    if p["n"] < FP32_REFERENCE_FROM:
+        return {"out": alpha * x.double() + y.double()}
+    out = torch.empty(p["n"], dtype=torch.float32, device=x.device)
+    for s in range(0, p["n"], REFERENCE_CHUNK):
+        out[s:s + REFERENCE_CHUNK] = alpha * x[s:s + REFERENCE_CHUNK].double() + y[s:s + REFERENCE_CHUNK].double()
+    return {"out": out}
 
 
 def _tolerance(p):
