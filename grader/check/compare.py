@@ -22,7 +22,8 @@ class Comparison:
             return f"{self.name}: all {self.total} elements match (max abs err {self.max_abs_err:.3g})"
         head = f"{self.name}: {self.mismatches} of {self.total} elements differ"
         if self.unwritten:
-            head += f" ({self.unwritten} never written: still the NaN the grader filled in)"
+            head += (f" ({self.unwritten} NaN where a number was expected: never written, or computed from "
+                     "shared memory never written; the grader fills both with NaN)")
         return head + "; first: " + "; ".join(self.examples)
 
 
