@@ -50,6 +50,10 @@ def test_the_site_has_an_index_and_a_page_per_day_with_its_plots(built):
     for day in ("day02", "day10"):  # days that plot what they measured (or what the GPU report holds)
         page = next(built.glob(f"{day}_*.html")).read_text()
         assert page.count("data:image/png;base64,") >= 1, f"{day}: no plot on its page"
+    # a progress line rewritten in place shows once, finished, as JupyterLab shows it
+    for page in built.glob("day*.html"):
+        text = page.read_text()
+        assert "cached afterwards)...</pre>" not in text, f"{page.name}: a build line shown unfinished, then again"
 
 
 def test_run_it_yourself_links_point_at_the_repository_where_it_is_published(monkeypatch):
