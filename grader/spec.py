@@ -20,6 +20,12 @@ from .jit.source import Source
 from .stubs import lines_to_write
 
 
+# A grid's y and z dimensions hold at most 65535 blocks (x: 2^31 - 1): a case with more rows than this
+# fails a kernel that maps its rows to blockIdx.y, which every smaller case lets pass.
+GRID_Y_LIMIT = 65535
+PAST_GRID_Y = GRID_Y_LIMIT + 2
+
+
 @dataclass(frozen=True)
 class Case:
     """One shape to check. `perf` cases are also timed (sized well past L2). `gpu_gib`: the GPU memory

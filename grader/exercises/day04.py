@@ -1,7 +1,7 @@
 """Day 4 exercise: a conflict-free matrix transpose (fp32 and fp16), any shape."""
 from __future__ import annotations
 
-from ..spec import (Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view, pointer_offset,
+from ..spec import (PAST_GRID_Y, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view, pointer_offset,
                     torch_dtype)
 
 # (rows, cols): single elements, single rows and columns, tails 1/2/3/127/128/129 around the
@@ -56,6 +56,11 @@ def _cases():
     cases.append(Case("fp16 2047 x 2049 (2-byte words)", _params("fp16", 2047, 2049)))
     dt, r, c = ALONE
     cases += misaligned_alone(f"{dt} {r} x {c}", _params(dt, r, c), ALONE_POINTERS)
+    # more tiles down (or across) than a grid's y holds, for tiles of up to 64 rows: a 2-D grid of tiles
+    # needs its loop past 65535 there
+    long = 64 * PAST_GRID_Y
+    cases += [Case(f"fp32 {long} x 2 (more tile rows than a grid's y holds)", _params("fp32", long, 2)),
+              Case(f"fp32 2 x {long} (more tile columns than a grid's y holds)", _params("fp32", 2, long))]
     for dt in DTYPES:
         r, c = PERF_SHAPES[dt]
         cases.append(Case(f"{dt} {r} x {c} (past L2)", _params(dt, r, c), perf=True))

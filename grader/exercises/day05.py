@@ -6,7 +6,7 @@ torch.softmax would return NaN. +inf and NaN inputs are out of scope.
 """
 from __future__ import annotations
 
-from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
+from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
                     pointer_offset, torch_dtype)
 from ._rounding import FLUSH32, FP16_SUBNORMAL, ULP32, round_up
 
@@ -90,6 +90,8 @@ def _cases():
     for dt, r, c in ALONE:
         size = ELEMENT_BYTES[dt]
         cases += misaligned_alone(f"{dt} {r}x{c}", _params(dt, r, c), {"x": size, "out": size})
+    cases += [Case(f"fp16 {PAST_GRID_Y}x{c} (more rows than a grid's y holds)", _params("fp16", PAST_GRID_Y, c))
+              for c in (40, 1500)]
     cases += [Case(f"{dt} {r}x{c} (past L2)", _params(dt, r, c), perf=True) for dt, r, c in PERF]
     return cases
 

@@ -1,7 +1,7 @@
 """Day 6 exercises: RMSNorm and fused residual-add + RMSNorm (fp16 / bf16), the row read once."""
 from __future__ import annotations
 
-from ..spec import (UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
+from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
                     pointer_offset, torch_dtype)
 from ._rounding import FLUSH32, FP16_SUBNORMAL, PerOutput, round_up
 
@@ -59,6 +59,8 @@ def _cases(perf_shapes, alone_pointers):
                           _params(dt, 7, 4096, magnitude="1e-3", eps=OTHER_EPS)))
     dt, r, h = ALONE
     cases += misaligned_alone(f"{dt} rows={r} hidden={h}", _params(dt, r, h), alone_pointers)
+    cases.append(Case(f"bf16 rows={PAST_GRID_Y} hidden=520 (more rows than a grid's y holds)",
+                      _params("bf16", PAST_GRID_Y, 520)))
     cases += [Case(f"{dt} rows={r} hidden={h} (past L2)", _params(dt, r, h), perf=True)
               for dt in DTYPES for r, h in perf_shapes]
     return cases

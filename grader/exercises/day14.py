@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..spec import (UNIT_ROUNDOFF, Baseline, Case, Exercise, TimedApart, Tolerance, empty_like_offset, latency,
+from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Baseline, Case, Exercise, TimedApart, Tolerance, empty_like_offset, latency,
                     memory_bound, misaligned_alone, pointer_offset, torch_dtype)
 from ._rounding import ULP32, PerOutput, round_up
 
@@ -62,6 +62,8 @@ def _rope_cases():
                   Case(f"{dt} large entries (x 1000)", rope_params(dt, 129, scale=1000.0)),
                   Case(f"{dt} small entries (x 1e-3)", rope_params(dt, 129, scale=1e-3))]
     cases += misaligned_alone("bf16 tokens=77", rope_params("bf16", 77), ROPE_ALONE_POINTERS)
+    cases.append(Case(f"bf16 tokens={PAST_GRID_Y}, head_dim 64, heads 1/1 (more tokens than a grid's y holds)",
+                      rope_params("bf16", PAST_GRID_Y, 1, 1, 64)))
     # A 32768-token prefill chunk at Llama 3 8B's heads: 335 MB of q and k, read and written.
     cases += [Case(f"{dt} tokens=32768 Llama 3 8B heads (past L2)", rope_params(dt, 32768, max_pos=32768),
                    perf=True) for dt in DTYPES]
