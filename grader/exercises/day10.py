@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from ..spec import (Baseline, Case, Exercise, Tolerance, compute_bound, empty_like_offset,
+from ..spec import (PAST_GRID_Y, Baseline, Case, Exercise, Tolerance, compute_bound, empty_like_offset,
                     matmul_baseline, memory_bound, misaligned_alone, offset_view, pointer_offset, torch_dtype)
 from .day09 import (DTYPES, LLAMA3_8B, _gemm_params, gemm_cases, gemm_inputs, gemm_matmul, gemm_outputs,
                     gemm_reference, gemm_tolerance, raster_label)
@@ -133,6 +133,7 @@ def _fp8_cases():
                   for m, k in FP8_MISALIGNED]
     m, k = FP8_ALONE
     cases += misaligned_alone(f"bf16 M={m} K={k}", _fp8_params("bf16", m, k), FP8_ALONE_POINTERS)
+    cases.append(Case(f"bf16 M={PAST_GRID_Y} K=64 (more rows than a grid's y holds)", _fp8_params("bf16", PAST_GRID_Y, 64)))
     cases += [Case(f"{dt} M={m} K={k}", _fp8_params(dt, m, k), perf=True) for dt, m, k in FP8_PERF]
     return cases
 
