@@ -23,7 +23,7 @@ from .stubs import lines_to_write
 # A grid's y and z dimensions hold at most 65535 blocks (x: 2^31 - 1): a case with more rows than this
 # fails a kernel that maps its rows to blockIdx.y, which every smaller case lets pass.
 GRID_Y_LIMIT = 65535
-PAST_GRID_Y = GRID_Y_LIMIT + 2
+PAST_GRID_Y = GRID_Y_LIMIT + 2  # (odd: no tile or block of rows divides it)
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,9 @@ def load_submission(ex, cfg: WorkerConfig):
 
 
 def run_case(ex, mod, case, seed, poison: bool = True, handover=None):
-    """One correctness run (after `poison`ing shared memory: not before a timing). Returns (ok, message, outputs, inputs, expected, before). `handover`: a judge.HandedRun,
-    where the outputs go for the separate judge (judge.py), right after the call."""
+    """One correctness run (after `poison`ing shared memory: not before a timing). Returns (ok, message,
+    outputs, inputs, expected, before). `handover`: a judge.HandedRun, where the outputs go for the
+    separate judge (judge.py), right after the call."""
     import torch
 
     p = case.params
