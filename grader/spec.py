@@ -29,8 +29,8 @@ PAST_GRID_Y = GRID_Y_LIMIT + 2  # (odd: no tile or block of rows divides it)
 @dataclass(frozen=True)
 class Case:
     """One shape to check. `perf` cases are also timed (sized well past L2). `gpu_gib`: the GPU memory
-    an untimed case needs (a pool past 2^31 elements, to show 32-bit offsets): on a GPU with less it is
-    skipped, saying so."""
+    an untimed case needs (arrays past 2^31 elements, to show 32-bit indices and offsets): on a GPU with
+    less it is skipped, saying so."""
     label: str
     params: dict[str, Any]
     perf: bool = False

@@ -1,6 +1,6 @@
 """Cases that need a large GPU's memory (spec.Case.gpu_gib): Day 1's arrays and Day 11's cache past 2^31
-elements, where an index or offset kept in 32 bits wraps. On a GPU with less memory the case is skipped, saying so; compute-sanitizer,
-Nsight Compute and the side-stream run leave it out."""
+elements, where an index or offset kept in 32 bits wraps. On a GPU with less memory the case is skipped,
+saying so; compute-sanitizer, Nsight Compute and the side-stream run leave it out."""
 from types import SimpleNamespace
 
 import pytest
@@ -53,10 +53,10 @@ def test_day11_has_a_cache_past_2_31_elements_with_every_request_page_past_it():
 
 
 def test_a_large_case_is_left_out_of_the_sanitizers_and_python_modules_have_none():
-    assert _large()
-    indices = {u.index for u in judge.untimed_cases(DECODE, 1 << 40)}
-    assert not indices & {i for i, c in enumerate(DECODE.cases) if c.gpu_gib}
+    assert _large() and _large(SCALE_ADD)
     for ex in exercises.all_exercises().values():
+        indices = {u.index for u in judge.untimed_cases(ex, 1 << 40)}
+        assert not indices & {i for i, c in enumerate(ex.cases) if c.gpu_gib}, ex.id
         if ex.learner_file == "python":  # (its outputs are judged apart, case by case: none may be skipped)
             assert not [c for c in ex.cases if c.gpu_gib], ex.id
 

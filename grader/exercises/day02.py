@@ -1,8 +1,8 @@
 """Day 2 exercise: SiLU-and-mul (fp16 / bf16) with 16-byte vector loads."""
 from __future__ import annotations
 
-from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
-                    pointer_offset, torch_dtype)
+from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone,
+                    offset_view, pointer_offset, torch_dtype)
 from ._rounding import FP16_SUBNORMAL, round_up
 
 # The gated activations (x of shape [tokens, 2d] -> out [tokens, d]) of Days 2 and 3 share
@@ -48,7 +48,8 @@ def gated_cases():
         cases += [Case(f"{dt} tokens={t} d={d} {label}", _gated(dt, t, d, magnitude=m)) for label, t, d, m in MAGNITUDES]
     dt, t, d = ALONE
     cases += misaligned_alone(f"{dt} tokens={t} d={d}", _gated(dt, t, d), ALONE_POINTERS)
-    cases.append(Case(f"bf16 tokens={PAST_GRID_Y} d=8 (more tokens than a grid's y holds)", _gated("bf16", PAST_GRID_Y, 8)))
+    cases.append(Case(f"bf16 tokens={PAST_GRID_Y} d=8 (more tokens than a grid's y holds)",
+                      _gated("bf16", PAST_GRID_Y, 8)))
     cases += [Case(f"{dt} tokens=16384 d=8192 (past L2)", _gated(dt, 16384, 8192), perf=True) for dt in DTYPES]
     return cases
 

@@ -1,8 +1,8 @@
 """Day 4 exercise: a conflict-free matrix transpose (fp32 and fp16), any shape."""
 from __future__ import annotations
 
-from ..spec import (PAST_GRID_Y, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view, pointer_offset,
-                    torch_dtype)
+from ..spec import (PAST_GRID_Y, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
+                    pointer_offset, torch_dtype)
 
 # (rows, cols): single elements, single rows and columns, tails 1/2/3/127/128/129 around the
 # 64-unit tile, odd sizes (fp16 then moves single halves instead of pairs), 33 x 4097 (one tile

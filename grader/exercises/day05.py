@@ -6,8 +6,8 @@ torch.softmax would return NaN. +inf and NaN inputs are out of scope.
 """
 from __future__ import annotations
 
-from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
-                    pointer_offset, torch_dtype)
+from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone,
+                    offset_view, pointer_offset, torch_dtype)
 from ._rounding import FLUSH32, FP16_SUBNORMAL, ULP32, round_up
 
 DTYPES = ("fp32", "fp16", "bf16")

@@ -1,8 +1,8 @@
 """Day 6 exercises: RMSNorm and fused residual-add + RMSNorm (fp16 / bf16), the row read once."""
 from __future__ import annotations
 
-from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone, offset_view,
-                    pointer_offset, torch_dtype)
+from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Case, Exercise, Tolerance, empty_like_offset, misaligned_alone,
+                    offset_view, pointer_offset, torch_dtype)
 from ._rounding import FLUSH32, FP16_SUBNORMAL, PerOutput, round_up
 
 EPS = 1e-6

@@ -133,7 +133,8 @@ def _fp8_cases():
                   for m, k in FP8_MISALIGNED]
     m, k = FP8_ALONE
     cases += misaligned_alone(f"bf16 M={m} K={k}", _fp8_params("bf16", m, k), FP8_ALONE_POINTERS)
-    cases.append(Case(f"bf16 M={PAST_GRID_Y} K=64 (more rows than a grid's y holds)", _fp8_params("bf16", PAST_GRID_Y, 64)))
+    cases.append(Case(f"bf16 M={PAST_GRID_Y} K=64 (more rows than a grid's y holds)",
+                      _fp8_params("bf16", PAST_GRID_Y, 64)))
     cases += [Case(f"{dt} M={m} K={k}", _fp8_params(dt, m, k), perf=True) for dt, m, k in FP8_PERF]
     return cases
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Baseline, Case, Exercise, TimedApart, Tolerance, empty_like_offset, latency,
-                    memory_bound, misaligned_alone, pointer_offset, torch_dtype)
+from ..spec import (PAST_GRID_Y, UNIT_ROUNDOFF, Baseline, Case, Exercise, TimedApart, Tolerance, empty_like_offset,
+                    latency, memory_bound, misaligned_alone, pointer_offset, torch_dtype)
 from ._rounding import ULP32, PerOutput, round_up
 
 LLAMA3_THETA = 500000.0  # rope_theta of Llama 3 (Llama 2: 10000)
